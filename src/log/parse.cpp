@@ -1,0 +1,273 @@
+#include "log/parse.hpp"
+
+#include <simdjson.h>
+
+#include <charconv>
+
+namespace dtrace::log {
+
+static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING);
+
+namespace od = simdjson::ondemand;
+
+struct LineParser::Impl {
+  od::parser parser;
+  std::vector<std::int64_t> dims;  // scratch for shapes, reused across lines
+};
+
+LineParser::LineParser() : impl_(std::make_unique<Impl>()) {}
+LineParser::~LineParser() = default;
+LineParser::LineParser(LineParser&&) noexcept = default;
+LineParser& LineParser::operator=(LineParser&&) noexcept = default;
+
+namespace {
+
+// Which fields a line had, to report the first one missing.
+enum Field : unsigned {
+  kStep = 1u << 0, kRank = 1u << 1, kSeq = 1u << 2, kScope = 1u << 3, kOp = 1u << 4,
+  kIo = 1u << 5, kName = 1u << 6, kHash = 1u << 7, kBits = 1u << 8, kEnd = 1u << 9,
+  kCount = 1u << 10, kHeader = 1u << 11,
+};
+
+bool malformed(ParsedLine& out, std::string problem) {
+  out.kind = LineKind::malformed;
+  out.problem = std::move(problem);
+  return false;
+}
+
+bool get_int(od::value value, std::string_view key, std::int64_t& out, ParsedLine& line) {
+  if (value.get_int64().get(out) != simdjson::SUCCESS) {
+    return malformed(line, "field '" + std::string(key) + "' must be an integer");
+  }
+  return true;
+}
+
+bool get_text(od::value value, std::string_view key, std::string_view& out, ParsedLine& line) {
+  if (value.get_string().get(out) != simdjson::SUCCESS) {
+    return malformed(line, "field '" + std::string(key) + "' must be a string");
+  }
+  return true;
+}
+
+bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& dims,
+                  ParsedLine& out, unsigned& seen) {
+  Record& r = out.record;
+  for (auto field_result : object) {
+    od::field field;
+    if (std::move(field_result).get(field) != simdjson::SUCCESS) return malformed(out, "not valid JSON");
+    std::string_view key;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS) {
+      return malformed(out, "not valid JSON");
+    }
+    od::value value = field.value();
+    std::int64_t number = 0;
+    std::string_view text;
+    if (key == "step") {
+      if (!get_int(value, key, r.step, out)) return false;
+      seen |= kStep;
+    } else if (key == "rank") {
+      if (!get_int(value, key, number, out)) return false;
+      out.rank = number;
+      seen |= kRank;
+    } else if (key == "seq") {
+      if (!get_int(value, key, r.seq, out)) return false;
+      seen |= kSeq;
+    } else if (key == "scope") {
+      if (!get_text(value, key, text, out)) return false;
+      r.scope = intern.string(text);
+      seen |= kScope;
+    } else if (key == "op") {
+      if (!get_text(value, key, text, out)) return false;
+      r.op = intern.string(text);
+      seen |= kOp;
+    } else if (key == "io") {
+      if (!get_text(value, key, text, out)) return false;
+      r.io = parse_io(text);
+      r.io_text = intern.string(text);
+      seen |= kIo;
+    } else if (key == "name") {
+      if (!get_text(value, key, text, out)) return false;
+      r.name = intern.string(text);
+      seen |= kName;
+    } else if (key == "dtype") {
+      if (!get_text(value, key, text, out)) return false;
+      r.dtype = intern.string(text);
+    } else if (key == "shape") {
+      od::array array;
+      if (value.get_array().get(array) != simdjson::SUCCESS) {
+        return malformed(out, "field 'shape' must be an array of integers");
+      }
+      dims.clear();
+      for (auto element : array) {
+        std::int64_t dim;
+        if (element.get_int64().get(dim) != simdjson::SUCCESS) {
+          return malformed(out, "field 'shape' must be an array of integers");
+        }
+        dims.push_back(dim);
+      }
+      r.shape = intern.shape(dims);
+      r.has_shape = true;
+    } else if (key == "hash" || key == "bits") {
+      if (!get_text(value, key, text, out)) return false;
+      if (!parse_digest(text, r.digest)) {
+        return malformed(out, "field '" + std::string(key) + "' must be 1 to 32 hex digits, not '" +
+                                  std::string(text.substr(0, 40)) + "'");
+      }
+      r.scalar = key == "bits";
+      seen |= r.scalar ? kBits : kHash;
+    } else if (key == "value") {
+      od::json_type type;
+      if (value.type().get(type) == simdjson::SUCCESS && type == od::json_type::number) {
+        double v;
+        if (value.get_double().get(v) == simdjson::SUCCESS) {
+          r.value = v;
+          r.has_value = true;
+        }
+      }
+    } else if (key == "end") {
+      bool flag = false;
+      if (value.get_bool().get(flag) != simdjson::SUCCESS) {
+        return malformed(out, "field 'end' must be true");
+      }
+      if (flag) seen |= kEnd;
+    } else if (key == "count") {
+      if (!get_int(value, key, out.count, out)) return false;
+      seen |= kCount;
+    } else if (key == "dtrace") {
+      seen |= kHeader;
+    }
+    // Any other field is ignored (forward compatibility, DESIGN.md §3); on-demand
+    // parsing skips its value when the loop moves on.
+  }
+  return true;
+}
+
+const char* first_missing(unsigned seen, unsigned wanted) {
+  static constexpr std::pair<Field, const char*> kNames[] = {
+      {kStep, "step"}, {kRank, "rank"}, {kSeq, "seq"}, {kScope, "scope"},
+      {kOp, "op"},     {kIo, "io"},     {kName, "name"}, {kCount, "count"}};
+  for (auto [bit, name] : kNames) {
+    if ((wanted & bit) && !(seen & bit)) return name;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
+  out.record = Record{};
+  out.problem.clear();
+  od::document doc;
+  if (impl_->parser.iterate(line.data(), line.size(), line.size() + kLinePadding).get(doc) !=
+      simdjson::SUCCESS) {
+    malformed(out, "not valid JSON");
+    return;
+  }
+  od::object object;
+  if (doc.get_object().get(object) != simdjson::SUCCESS) {
+    malformed(out, "not a JSON object");
+    return;
+  }
+  unsigned seen = 0;
+  if (!parse_fields(object, intern, impl_->dims, out, seen)) return;
+  // Past the object only the end of input may follow.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
+    malformed(out, "unexpected text after the JSON object");
+    return;
+  }
+  if (seen & kHeader) {
+    out.kind = LineKind::header;
+    return;
+  }
+  if (seen & kEnd) {
+    if (const char* missing = first_missing(seen, kStep | kRank | kCount)) {
+      malformed(out, std::string("end record without field '") + missing + "'");
+      return;
+    }
+    out.step = out.record.step;
+    out.kind = LineKind::end;
+    return;
+  }
+  if (const char* missing = first_missing(seen, kStep | kRank | kSeq | kScope | kOp | kIo | kName)) {
+    malformed(out, std::string("record without field '") + missing + "'");
+    return;
+  }
+  Record& r = out.record;
+  if ((seen & kHash) && (seen & kBits)) {
+    malformed(out, "record has both 'hash' and 'bits'");
+    return;
+  }
+  if (is_compared(r.io) && !(seen & (kHash | kBits))) {
+    malformed(out, "record without field 'hash' (tensor) or 'bits' (scalar)");
+    return;
+  }
+  if (out.rank < 0 || out.rank > INT32_MAX) {
+    malformed(out, "field 'rank' out of range");
+    return;
+  }
+  r.rank = static_cast<std::int32_t>(out.rank);
+  out.kind = LineKind::record;
+}
+
+namespace {
+
+// Parses "fp/<major>[.<minor>]"; the major must be 1.
+Result<void> check_format(const std::string& format) {
+  if (format.rfind("fp/", 0) != 0) {
+    return Error{"header field 'dtrace' is '" + format + "', expected \"fp/1\""};
+  }
+  const std::string version = format.substr(3);
+  int major = 0;
+  auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), major);
+  if (ec != std::errc() || (end != version.data() + version.size() && *end != '.')) {
+    return Error{"header field 'dtrace' is '" + format + "', expected \"fp/1\""};
+  }
+  if (major != 1) {
+    return Error{"log format " + format + " is newer than this dtrace reads (fp/1)"};
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Header> parse_header(std::string_view line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{"header is not valid JSON"};
+  if (!j.is_object()) return Error{"header is not a JSON object"};
+  Header h;
+  auto text_field = [&](const char* key, std::string& out, bool required) -> Result<void> {
+    auto it = j.find(key);
+    if (it == j.end()) {
+      if (required) return Error{std::string("header without field '") + key + "'"};
+      return {};
+    }
+    if (!it->is_string()) return Error{std::string("header field '") + key + "' must be a string"};
+    out = it->get<std::string>();
+    return {};
+  };
+  if (auto r = text_field("dtrace", h.format, true); !r) return r.error();
+  if (auto r = check_format(h.format); !r) return r.error();
+  if (auto r = text_field("run", h.run, false); !r) return r.error();
+  if (auto r = text_field("hash", h.hash, true); !r) return r.error();
+  if (auto r = text_field("level", h.level, false); !r) return r.error();
+  auto ws = j.find("world_size");
+  if (ws == j.end()) return Error{"header without field 'world_size'"};
+  if (!ws->is_number_integer() || ws->get<std::int64_t>() < 1) {
+    return Error{"header field 'world_size' must be a positive integer"};
+  }
+  h.world_size = ws->get<std::int64_t>();
+  for (auto [key, target] : {std::pair{"env", &h.env}, std::pair{"config", &h.config}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_object()) return Error{std::string("header field '") + key + "' must be an object"};
+    *target = *it;
+  }
+  if (auto it = j.find("replay"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return Error{"header field 'replay' must be an object"};
+    h.replay = *it;
+  }
+  h.raw = std::move(j);
+  return h;
+}
+
+}  // namespace dtrace::log

@@ -1,0 +1,385 @@
+#include "log/reader.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <unordered_map>
+
+#include "log/intern.hpp"
+#include "log/parse.hpp"
+
+namespace dtrace::log {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A line longer than this is not a record a recorder wrote; refusing it keeps
+// memory bounded on garbage input.
+constexpr std::size_t kMaxLine = 16u << 20;
+constexpr std::size_t kReadSize = 1u << 20;
+// Runs of thousands of rank files must not exhaust file descriptors.
+constexpr std::size_t kMaxOpenFiles = 64;
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Sequential line access to one file, able to close its descriptor and buffer
+// while other files are read and to resume where it stopped.
+class FileCursor {
+ public:
+  FileCursor(std::string path, std::uint32_t index) : path_(std::move(path)), index_(index) {}
+
+  struct Line {
+    std::string_view text;    // without the newline (and without a CR before it)
+    bool terminated = false;  // ended by a newline
+    std::uint64_t number = 0;
+  };
+
+  // The next non-empty line, or nullopt at end of file.
+  Result<std::optional<Line>> next_line() {
+    while (true) {
+      if (!is_open()) {
+        if (auto r = reopen(); !r) return r.error();
+      }
+      char* data = buffer_.data();
+      const char* newline =
+          static_cast<const char*>(std::memchr(data + begin_, '\n', end_ - begin_));
+      if (newline == nullptr && !eof_) {
+        if (auto r = fill(); !r) return r.error();
+        continue;
+      }
+      Line line;
+      line.number = ++line_number_;
+      std::size_t stop = newline != nullptr ? static_cast<std::size_t>(newline - data) : end_;
+      if (newline == nullptr && begin_ == end_) {
+        --line_number_;
+        finished_ = true;
+        return std::optional<Line>{};
+      }
+      line.terminated = newline != nullptr;
+      std::size_t length = stop - begin_;
+      if (length > 0 && data[begin_ + length - 1] == '\r') --length;  // CRLF line ends
+      line.text = std::string_view(data + begin_, length);
+      begin_ = newline != nullptr ? stop + 1 : end_;
+      if (line.number == 1 && line.text.substr(0, 3) == "\xEF\xBB\xBF") {
+        line.text.remove_prefix(3);  // a UTF-8 byte-order mark some editors add
+        saw_bom_ = true;
+      }
+      if (line.text.find_first_not_of(" \t") == std::string_view::npos) continue;
+      return std::optional<Line>{line};
+    }
+  }
+
+  bool is_open() const { return fd_ >= 0; }
+  bool finished() const { return finished_; }
+  bool saw_bom() const { return saw_bom_; }
+  const std::string& path() const { return path_; }
+  std::uint32_t index() const { return index_; }
+
+  // Releases the descriptor and buffer; the next read reopens at the same place.
+  void park() {
+    if (fd_ < 0) return;
+    resume_at_ = file_offset_ - (end_ - begin_);
+    ::close(fd_);
+    fd_ = -1;
+    std::vector<char>().swap(buffer_);
+    begin_ = end_ = 0;
+    eof_ = false;
+  }
+
+  ~FileCursor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileCursor(const FileCursor&) = delete;
+  FileCursor& operator=(const FileCursor&) = delete;
+
+ private:
+  Result<void> reopen() {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return Error{path_ + ": cannot open: " + errno_text()};
+    if (resume_at_ > 0 && ::lseek(fd_, static_cast<off_t>(resume_at_), SEEK_SET) < 0) {
+      return Error{path_ + ": cannot seek: " + errno_text()};
+    }
+    file_offset_ = resume_at_;
+    buffer_.assign(kReadSize + kLinePadding, '\0');
+    begin_ = end_ = 0;
+    eof_ = false;
+    return {};
+  }
+
+  // Reads more bytes after the unread ones, moving them to the front first and
+  // growing the buffer for a long line.
+  Result<void> fill() {
+    if (begin_ > 0) {
+      std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (buffer_.size() - kLinePadding - end_ < kReadSize / 2) {
+      if (end_ > kMaxLine) {
+        return Error{path_ + ":" + std::to_string(line_number_ + 1) + ": line longer than " +
+                     std::to_string(kMaxLine >> 20) + " MiB: not a dtrace-fp/1 record"};
+      }
+      buffer_.resize(buffer_.size() * 2);
+    }
+    const std::size_t room = buffer_.size() - kLinePadding - end_;
+    ssize_t got;
+    do {
+      got = ::read(fd_, buffer_.data() + end_, room);
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) return Error{path_ + ": read failed: " + errno_text()};
+    if (got == 0) eof_ = true;
+    end_ += static_cast<std::size_t>(got);
+    file_offset_ += static_cast<std::uint64_t>(got);
+    std::memset(buffer_.data() + end_, 0, kLinePadding);
+    return {};
+  }
+
+  std::string path_;
+  std::uint32_t index_;
+  int fd_ = -1;
+  std::vector<char> buffer_;
+  std::size_t begin_ = 0, end_ = 0;
+  std::uint64_t file_offset_ = 0;
+  std::uint64_t resume_at_ = 0;
+  std::uint64_t line_number_ = 0;
+  bool eof_ = false;
+  bool finished_ = false;
+  bool saw_bom_ = false;
+};
+
+struct StepKey {
+  std::int32_t rank;
+  std::int64_t step;
+  bool operator==(const StepKey&) const = default;
+};
+
+struct StepKeyHash {
+  std::size_t operator()(const StepKey& k) const {
+    return std::hash<std::int64_t>{}(k.step * 1000003 + k.rank);
+  }
+};
+
+struct PendingStep {
+  Step step;
+  bool end_seen = false;
+};
+
+}  // namespace
+
+struct RunReader::Impl {
+  Intern intern;
+  LineParser parser;
+  ParsedLine parsed;
+  std::vector<std::unique_ptr<FileCursor>> cursors;
+  std::deque<FileCursor*> open_order;  // for parking the least recently used
+  std::size_t current = 0;
+  std::unordered_map<StepKey, PendingStep, StepKeyHash> pending;
+  std::map<std::int32_t, IntervalSet> handed_out;  // complete steps already returned
+  std::deque<Step> ready;
+  bool drained = false;
+};
+
+Result<std::vector<std::string>> list_run_files(const std::string& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) return Error{path + ": no such run (file or directory)"};
+  if (fs::is_regular_file(status)) return std::vector<std::string>{path};
+  if (!fs::is_directory(status)) return Error{path + ": not a file or directory"};
+  std::vector<std::string> files;
+  fs::directory_iterator it(path, ec), end;
+  if (ec) return Error{path + ": cannot read directory: " + ec.message()};
+  for (; it != end; it.increment(ec)) {
+    if (ec) return Error{path + ": cannot read directory: " + ec.message()};
+    const fs::path& entry = it->path();
+    if (entry.extension() != ".jsonl") continue;
+    std::error_code entry_ec;
+    if (!fs::is_regular_file(fs::status(entry, entry_ec))) continue;  // dangling links too
+    files.push_back(entry.string());
+  }
+  if (ec) return Error{path + ": cannot read directory: " + ec.message()};
+  if (files.empty()) return Error{path + ": a directory without *.jsonl files is not a run"};
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+RunReader::RunReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunReader::~RunReader() = default;
+
+std::string RunReader::location(const Record& record) const {
+  return files_.at(record.file) + ":" + std::to_string(record.line);
+}
+
+Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path) {
+  auto files = list_run_files(path);
+  if (!files) return files.error();
+  std::unique_ptr<RunReader> reader(new RunReader(std::make_unique<Impl>()));
+  reader->path_ = path;
+  Impl& impl = *reader->impl_;
+  for (const std::string& file : *files) {
+    auto cursor = std::make_unique<FileCursor>(file, static_cast<std::uint32_t>(reader->files_.size()));
+    auto line = cursor->next_line();
+    if (!line) return line.error();
+    if (!*line) {
+      reader->notes_.push_back(file + ": empty file, ignored");
+      continue;
+    }
+    const auto& first = **line;
+    auto header = parse_header(first.text);
+    if (!header) {
+      if (!first.terminated) {
+        reader->notes_.push_back(file + ":1: header cut short (truncated by a crash?); file ignored");
+        continue;
+      }
+      return Error{file + ":" + std::to_string(first.number) + ": " + header.error().message +
+                   " (a log's first line must be its dtrace-fp/1 header)"};
+    }
+    if (cursor->saw_bom()) reader->notes_.push_back(file + ":1: byte-order mark ignored");
+    header->file = file;
+    reader->headers_.push_back(std::move(*header));
+    reader->files_.push_back(file);
+    cursor->park();
+    impl.cursors.push_back(std::move(cursor));
+  }
+  if (reader->headers_.empty()) return Error{path + ": no file of this run has a header"};
+  const Header& first = reader->headers_.front();
+  for (const Header& h : reader->headers_) {
+    if (h.world_size != first.world_size) {
+      return Error{h.file + ":1: world_size " + std::to_string(h.world_size) + " disagrees with " +
+                   first.file + " (" + std::to_string(first.world_size) + ")"};
+    }
+    if (h.hash != first.hash) {
+      return Error{h.file + ":1: hash \"" + h.hash + "\" disagrees with " + first.file + " (\"" +
+                   first.hash + "\")"};
+    }
+    for (const char* key : {"run", "level"}) {
+      if (h.raw.value(key, nlohmann::json()) != first.raw.value(key, nlohmann::json())) {
+        reader->notes_.push_back(h.file + ":1: header field '" + key + "' differs from " + first.file);
+      }
+    }
+  }
+  return reader;
+}
+
+namespace {
+
+void finish_step(PendingStep& pending) {
+  auto& records = pending.step.records;
+  auto by_seq = [](const Record& a, const Record& b) { return a.seq < b.seq; };
+  if (!std::is_sorted(records.begin(), records.end(), by_seq)) {
+    std::stable_sort(records.begin(), records.end(), by_seq);
+  }
+}
+
+}  // namespace
+
+Result<std::optional<Step>> RunReader::next() {
+  Impl& impl = *impl_;
+  while (impl.ready.empty()) {
+    // Every file read: what is still pending was never completed.
+    bool all_finished = true;
+    for (auto& c : impl.cursors) all_finished = all_finished && c->finished();
+    if (all_finished) {
+      if (impl.drained) return std::optional<Step>{};
+      impl.drained = true;
+      std::vector<Step> left;
+      for (auto& [key, pending] : impl.pending) {
+        finish_step(pending);
+        Step& s = pending.step;
+        if (s.status == StepStatus::complete) {
+          s.status = pending.end_seen ? StepStatus::count_mismatch : StepStatus::incomplete;
+        }
+        left.push_back(std::move(s));
+      }
+      impl.pending.clear();
+      std::sort(left.begin(), left.end(), [](const Step& a, const Step& b) {
+        return std::tie(a.rank, a.step) < std::tie(b.rank, b.step);
+      });
+      for (Step& s : left) impl.ready.push_back(std::move(s));
+      continue;
+    }
+    while (impl.cursors[impl.current]->finished()) {
+      impl.current = (impl.current + 1) % impl.cursors.size();
+    }
+    FileCursor& cursor = *impl.cursors[impl.current];
+    if (!cursor.is_open()) {
+      if (impl.open_order.size() >= kMaxOpenFiles) {
+        impl.open_order.front()->park();
+        impl.open_order.pop_front();
+      }
+      impl.open_order.push_back(&cursor);
+    }
+    // Read this file until it completes a step (one rank file: one step), then
+    // move on to the next file.
+    while (impl.ready.empty()) {
+      auto line_result = cursor.next_line();
+      if (!line_result) return line_result.error();
+      if (!*line_result) {
+        cursor.park();
+        std::erase(impl.open_order, &cursor);
+        break;
+      }
+      const auto& line = **line_result;
+      const std::string where = cursor.path() + ":" + std::to_string(line.number);
+      impl.parser.parse(line.text, impl.intern, impl.parsed);
+      ParsedLine& p = impl.parsed;
+      if (p.kind == LineKind::malformed) {
+        if (!line.terminated) {
+          notes_.push_back(where + ": last line cut short (truncated by a crash?); ignored");
+          continue;
+        }
+        return Error{where + ": " + p.problem};
+      }
+      if (p.kind == LineKind::header) {
+        return Error{where + ": a second header in one file"};
+      }
+      if (p.rank < 0 || p.rank >= world_size()) {
+        return Error{where + ": rank " + std::to_string(p.rank) + " is outside world_size " +
+                     std::to_string(world_size())};
+      }
+      const std::int64_t step = p.kind == LineKind::end ? p.step : p.record.step;
+      const StepKey key{static_cast<std::int32_t>(p.rank), step};
+      auto [it, inserted] = impl.pending.try_emplace(key);
+      PendingStep& pending = it->second;
+      if (inserted) {
+        pending.step.rank = key.rank;
+        pending.step.step = key.step;
+        // A record for a step already handed out: the end record undercounted.
+        if (impl.handed_out[key.rank].contains(step)) pending.step.status = StepStatus::late;
+      }
+      if (p.kind == LineKind::end) {
+        if (pending.end_seen && pending.step.declared_count != p.count) {
+          pending.step.status = StepStatus::count_mismatch;
+        }
+        pending.end_seen = true;
+        pending.step.declared_count = p.count;
+      } else {
+        p.record.file = cursor.index();
+        p.record.line = line.number;
+        pending.step.records.push_back(p.record);
+        ++records_read_;
+      }
+      const auto have = static_cast<std::int64_t>(pending.step.records.size());
+      if (pending.end_seen && pending.step.status == StepStatus::complete &&
+          have >= pending.step.declared_count) {
+        if (have > pending.step.declared_count) pending.step.status = StepStatus::count_mismatch;
+        finish_step(pending);
+        if (pending.step.status == StepStatus::complete) impl.handed_out[key.rank].insert(step);
+        impl.ready.push_back(std::move(pending.step));
+        impl.pending.erase(it);
+      }
+    }
+    impl.current = (impl.current + 1) % impl.cursors.size();
+  }
+  Step step = std::move(impl.ready.front());
+  impl.ready.pop_front();
+  return std::optional<Step>{std::move(step)};
+}
+
+}  // namespace dtrace::log

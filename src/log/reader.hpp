@@ -1,0 +1,70 @@
+// Reads a run (DESIGN.md §3): a directory of *.jsonl files or one .jsonl file.
+//
+// Records may sit in any file and any line order, so the reader assembles
+// steps: it collects each (rank, step)'s records until the step's end record has
+// counted them all, then hands the step out in seq order. Files are read round
+// robin, a step at a time, so per-rank files written in step order are consumed
+// in lockstep and memory holds about one step per rank, however long the run.
+// Input in another order still reads correctly, holding the disorder in memory.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "log/record.hpp"
+#include "util/intervals.hpp"
+#include "util/result.hpp"
+
+namespace dtrace::log {
+
+class RunReader {
+ public:
+  // Opens every file of the run read-only and reads and checks their headers.
+  static Result<std::unique_ptr<RunReader>> open(const std::string& path);
+  ~RunReader();
+
+  // The next assembled step: complete steps as they finish; once every file is
+  // read, the unfinished ones (incomplete, count-mismatch, late) in (rank, step)
+  // order; nullopt at the end. An Error names the file and line.
+  Result<std::optional<Step>> next();
+
+  const std::string& path() const { return path_; }
+  // The run's files; Record::file indexes this list.
+  const std::vector<std::string>& files() const { return files_; }
+  // One header per file that has one (empty files have none), in file order.
+  const std::vector<Header>& headers() const { return headers_; }
+  const Header& header() const { return headers_.front(); }
+  std::int64_t world_size() const { return headers_.front().world_size; }
+  const std::string& hash_algorithm() const { return headers_.front().hash; }
+  // What the reader noticed that is not an error: truncated last lines, empty
+  // files, header fields that differ between files. Grows as reading goes on.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  // "FILE:LINE" of a record, for messages.
+  std::string location(const Record& record) const;
+
+  // Records and lines read so far (for reports and benchmarks).
+  std::uint64_t records_read() const { return records_read_; }
+
+  RunReader(const RunReader&) = delete;
+  RunReader& operator=(const RunReader&) = delete;
+
+ private:
+  struct Impl;
+  explicit RunReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+  std::vector<std::string> files_;
+  std::vector<Header> headers_;
+  std::vector<std::string> notes_;
+  std::uint64_t records_read_ = 0;
+};
+
+// The files that make up a run at `path`, sorted; an Error if there are none.
+Result<std::vector<std::string>> list_run_files(const std::string& path);
+
+}  // namespace dtrace::log

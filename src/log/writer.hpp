@@ -1,0 +1,48 @@
+// Writes dtrace-fp/1 (DESIGN.md §3): one header, then records and end-of-step
+// markers, each one whole line. Lines are assembled in memory and reach the file
+// only at flush(), which the recorder calls at every step end: a crash therefore
+// leaves complete lines plus at most one partial line, as readers expect.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "log/record.hpp"
+#include "util/result.hpp"
+
+namespace dtrace::log {
+
+class Writer {
+ public:
+  // Creates `path` (failing if it exists: nothing a user recorded is overwritten).
+  static Result<Writer> create(const std::string& path);
+
+  Writer(Writer&&) noexcept;
+  Writer& operator=(Writer&&) noexcept;
+  ~Writer();
+
+  void header(const Header& header);
+  void record(const Record& record);
+  void end_step(std::int32_t rank, std::int64_t step, std::int64_t count);
+  // Appends an already-serialised JSON object as one line (extensions, tests).
+  void raw_line(std::string_view json_object);
+
+  Result<void> flush();
+  const std::string& path() const { return path_; }
+
+ private:
+  Writer(std::FILE* file, std::string path);
+
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  std::string buffer_;
+};
+
+// Appends `text` as a JSON string literal, quotes included.
+void append_json_string(std::string& out, std::string_view text);
+
+// The header as the JSON object written on a log's first line.
+nlohmann::json header_to_json(const Header& header);
+
+}  // namespace dtrace::log
