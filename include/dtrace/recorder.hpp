@@ -1,0 +1,146 @@
+// dtrace recorder: what a training program links to write dtrace-fp/1 logs and
+// to answer the replay protocol dtrace-replay/1 (DESIGN.md §3, §5).
+//
+// One Recorder per rank. The program brackets each optimizer step with
+// begin_step()/end_step(), opens RAII scopes for layers ("fwd", "layer.1",
+// "attn" nest into "fwd/layer.1/attn"), and hands over tensors and scalars with
+// the level at which they matter. The recorder decides what to write (level and
+// scope filters), fingerprints tensors (xxh3-64k/1), captures raw bytes when a
+// replay asks for them, and flushes whole lines at each step end, so a crash
+// leaves complete lines plus at most one partial line.
+//
+// Errors (a run directory that exists, an unwritable file, a bad DTRACE_*
+// variable) are thrown as dtrace::RecorderError with a message naming the file
+// or variable; a program catches it once in main.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dtrace {
+
+class RecorderError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Granularity of a record, and of a run (DESIGN.md §1 "level").
+enum class Level : int { step = 0, layer = 1, kernel = 2 };
+std::string_view level_name(Level level);
+std::optional<Level> parse_level(std::string_view text);
+
+// The `io` of a record. `timing` records (step time) are never compared by diff.
+enum class RecordIo { in, out, state, metric, timing };
+
+// A tensor in host memory, contiguous, in logical (row-major) element order.
+struct TensorView {
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+  std::string_view dtype;            // "f32", "bf16", "i32", ...
+  std::vector<std::int64_t> shape;
+};
+
+// What a replay asked for through the environment (DESIGN.md §5). Read once at
+// start-up with from_environment(); an invalid value throws RecorderError.
+struct ReplayRequest {
+  std::optional<std::string> out;            // DTRACE_OUT
+  std::optional<std::int64_t> step;          // DTRACE_REPLAY_STEP
+  std::optional<Level> level;                // DTRACE_LEVEL
+  std::string scope;                         // DTRACE_SCOPE ("" = everywhere)
+  std::optional<std::string> capture;        // DTRACE_CAPTURE (directory)
+  std::optional<std::string> isolate;        // DTRACE_ISOLATE ("scope" or "scope::op")
+  std::optional<std::string> inputs;         // DTRACE_INPUTS (a capture directory)
+  int repeat = 1;                            // DTRACE_REPEAT
+
+  static ReplayRequest from_environment();
+  // True under DTRACE_REPLAY_STEP or DTRACE_ISOLATE: the program must write only
+  // DTRACE_OUT and the capture directory, never its run directory or checkpoints.
+  bool is_replay() const { return step.has_value() || isolate.has_value(); }
+};
+
+struct RunOptions {
+  std::string run_dir;     // a normal run: <run_dir>/rank<r>.jsonl (ignored when replaying)
+  std::string run_name;    // header "run"
+  int rank = 0;
+  int world_size = 1;
+  Level level = Level::step;
+  // Header "env" (the determinism-relevant variables) and "config" (a JSON
+  // object as text, written verbatim), "replay.argv" (how to run this program
+  // again; the protocol field is added by the recorder).
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string config_json = "{}";
+  std::vector<std::string> replay_argv;
+};
+
+class Recorder {
+ public:
+  // Opens the log for one rank. Under a replay request the log goes to
+  // DTRACE_OUT (one file shared by the ranks of one process, lines never torn)
+  // and DTRACE_LEVEL overrides options.level.
+  static std::unique_ptr<Recorder> open(const RunOptions& options, const ReplayRequest& request);
+  virtual ~Recorder();
+
+  // The level in force and whether a record of `level` inside the current scope
+  // is written (kernel-level records are also filtered by DTRACE_SCOPE).
+  virtual Level level() const = 0;
+  virtual bool wants(Level level) const = 0;
+
+  virtual void begin_step(std::int64_t step) = 0;
+  // Writes the end record for the step and flushes the step's lines.
+  virtual void end_step() = 0;
+
+  // Scopes nest; Scope pops on destruction.
+  class Scope {
+   public:
+    Scope(Scope&& other) noexcept : recorder_(std::exchange(other.recorder_, nullptr)) {}
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() {
+      if (recorder_ != nullptr) recorder_->pop_scope();
+    }
+
+   private:
+    friend class Recorder;
+    explicit Scope(Recorder* recorder) : recorder_(recorder) {}
+    Recorder* recorder_;
+  };
+  [[nodiscard]] Scope scope(std::string_view part) {
+    push_scope(part);
+    return Scope(this);
+  }
+  virtual std::string current_scope() const = 0;
+
+  // Records a tensor (fingerprinted; captured when a capture is active and the
+  // scope matches) if wants(level). `op` is the kernel, collective or layer.
+  virtual void tensor(Level level, std::string_view op, RecordIo io, std::string_view name,
+                      const TensorView& tensor) = 0;
+  // Records a scalar with its exact bits. dtype "f32" uses the low 32 bits,
+  // "f64" all 64, "bf16"/"f16" the low 16.
+  virtual void scalar(Level level, std::string_view op, RecordIo io, std::string_view name,
+                      std::string_view dtype, std::uint64_t bits, double value) = 0;
+  void scalar_f32(Level level, std::string_view op, RecordIo io, std::string_view name, float v);
+  void scalar_f64(Level level, std::string_view op, RecordIo io, std::string_view name, double v);
+
+  // Isolation (DTRACE_ISOLATE + DTRACE_INPUTS): the raw bytes of a tensor that a
+  // capture recorded, found by identity; nullopt when the capture lacks it.
+  virtual std::optional<std::vector<std::byte>> captured(std::string_view scope, std::string_view op,
+                                                         RecordIo io, std::string_view name,
+                                                         int occurrence = 0) const = 0;
+  // Under isolation, repetition k's records are written as step k.
+  virtual void begin_repetition(int k) = 0;
+
+ protected:
+  Recorder() = default;
+  virtual void push_scope(std::string_view part) = 0;
+  virtual void pop_scope() = 0;
+};
+
+}  // namespace dtrace
