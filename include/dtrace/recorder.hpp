@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -61,9 +62,17 @@ struct ReplayRequest {
   int repeat = 1;                            // DTRACE_REPEAT
 
   static ReplayRequest from_environment();
+  // The same from a given set of variables (tests, launchers that build an
+  // environment for a child); variables other than DTRACE_* are ignored.
+  static ReplayRequest from_variables(const std::map<std::string, std::string>& variables);
   // True under DTRACE_REPLAY_STEP or DTRACE_ISOLATE: the program must write only
   // DTRACE_OUT and the capture directory, never its run directory or checkpoints.
   bool is_replay() const { return step.has_value() || isolate.has_value(); }
+  // DTRACE_ISOLATE split: "fwd/layer.3::gemm_fc1" isolates op gemm_fc1 in scope
+  // fwd/layer.3; "fwd/layer.3" the whole layer (isolate_op() is then empty).
+  // Both empty without DTRACE_ISOLATE.
+  std::string_view isolate_scope() const;
+  std::string_view isolate_op() const;
 };
 
 struct RunOptions {
