@@ -5,9 +5,9 @@
 #include "recorder_support.hpp"
 
 using dtrace::Level;
-using dtrace::RecordIo;
 using dtrace::Recorder;
 using dtrace::RecorderError;
+using dtrace::RecordIo;
 using dtrace::ReplayRequest;
 using dtrace::log::StepStatus;
 using test_support::options_for;
@@ -77,7 +77,8 @@ TEST_CASE("a capture writes raw bytes and an index that is a dtrace-fp/1 log") {
   CHECK(step.records[1].name == "w");
   CHECK(step.records[1].digest.hex() ==
         dtrace::to_hex16(dtrace::fingerprint(kWeight.data(), kWeight.size() * sizeof(float))));
-  CHECK_THAT(test_support::file_text(dir / "cap/capture.jsonl"), Catch::Contains("\"file\":\"r0-s5-q2.bin\"}"));
+  CHECK_THAT(test_support::file_text(dir / "cap/capture.jsonl"),
+             Catch::Contains("\"file\":\"r0-s5-q2.bin\"}"));
   // The replay's own log holds every record, captured or not.
   CHECK(read_run(dir / "replay.jsonl").step(0, 5).records.size() == 5);
 }
@@ -117,10 +118,12 @@ TEST_CASE("a damaged capture is an error, not silently different inputs") {
   TempDir dir;
   capture_step(dir);
   {
-    std::ofstream corrupt(dir / "cap/r0-s5-q2.bin", std::ios::binary | std::ios::in | std::ios::out);
+    std::ofstream corrupt(dir / "cap/r0-s5-q2.bin",
+                          std::ios::binary | std::ios::in | std::ios::out);
     corrupt.put('\x7f');
   }
-  auto request = ReplayRequest::from_variables({{"DTRACE_ISOLATE", "fwd/layer.1"}, {"DTRACE_INPUTS", dir / "cap"}});
+  auto request = ReplayRequest::from_variables(
+      {{"DTRACE_ISOLATE", "fwd/layer.1"}, {"DTRACE_INPUTS", dir / "cap"}});
   auto recorder = Recorder::open(options_for(dir / "run"), request);
   CHECK_THROWS_WITH(recorder->captured("fwd/layer.1", "gemm", RecordIo::in, "w"),
                     Catch::Contains("r0-s5-q2.bin") && Catch::Contains("damaged"));
@@ -130,7 +133,8 @@ TEST_CASE("a damaged capture is an error, not silently different inputs") {
 
 TEST_CASE("DTRACE_INPUTS must be a capture directory") {
   TempDir dir;
-  auto request = ReplayRequest::from_variables({{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", dir / "none"}});
+  auto request =
+      ReplayRequest::from_variables({{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", dir / "none"}});
   CHECK_THROWS_WITH(Recorder::open(options_for(dir / "run"), request),
                     Catch::Contains("DTRACE_INPUTS=") && Catch::Contains("capture.jsonl"));
 }
