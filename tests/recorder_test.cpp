@@ -313,3 +313,20 @@ TEST_CASE("scopes nest and pop in order") {
   }
   CHECK(recorder->current_scope().empty());
 }
+
+TEST_CASE("a step's lines reach the file only at its end") {
+  TempDir dir;
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  const std::string file = dir / "run/rank0.jsonl";
+  auto lines = [&] {
+    const std::string text = test_support::file_text(file);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  CHECK(lines() == 1);  // the header, written at open
+  recorder->begin_step(0);
+  recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 1.0f);
+  recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "grad_norm", 2.0f);
+  CHECK(lines() == 1);  // a crash now would leave no partial step behind
+  recorder->end_step();
+  CHECK(lines() == 4);
+}
