@@ -29,6 +29,8 @@ int run(int argc, char** argv) {
   int exit_status = kExitSame;
   add_diff(app, exit_status);
   add_hash(app, exit_status);
+  add_show(app, exit_status);
+  add_check(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
