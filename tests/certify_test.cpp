@@ -53,8 +53,9 @@ std::string header(int world_size = 2, const std::string& extra = "") {
 std::string record(int rank, int step, int seq, const std::string& name = "") {
   const std::string n = name.empty() ? "t" + std::to_string(seq) : name;
   return R"({"step":)" + std::to_string(step) + R"(,"rank":)" + std::to_string(rank) +
-         R"(,"seq":)" + std::to_string(seq) + R"(,"scope":"fwd/layer.0","op":"gemm","io":"out","name":")" +
-         n + R"(","dtype":"f32","shape":[4],"hash":"00000000000000)" + std::to_string(10 + seq) + "\"}";
+         R"(,"seq":)" + std::to_string(seq) +
+         R"(,"scope":"fwd/layer.0","op":"gemm","io":"out","name":")" + n +
+         R"(","dtype":"f32","shape":[4],"hash":"00000000000000)" + std::to_string(10 + seq) + "\"}";
 }
 
 std::string end(int rank, int step, int count) {
@@ -176,8 +177,9 @@ TEST_CASE("ranks with different step sets name the missing steps per rank") {
 TEST_CASE("two different records with one seq break strictly increasing seq") {
   TempDir dir;
   dir.write("rank0.jsonl", rank_lines(0, 0, 1));
-  dir.write("rank1.jsonl", {header(), record(1, 0, 0), record(1, 0, 1, "a"), record(1, 0, 1, "b"),
-                            end(1, 0, 3), record(1, 1, 0), record(1, 1, 1), record(1, 1, 2), end(1, 1, 3)});
+  dir.write("rank1.jsonl",
+            {header(), record(1, 0, 0), record(1, 0, 1, "a"), record(1, 0, 1, "b"), end(1, 0, 3),
+             record(1, 1, 0), record(1, 1, 1), record(1, 1, 2), end(1, 1, 3)});
   const Certification c = certify(dir);
   const auto seq = of_kind(c, ViolationKind::seq_not_increasing);
   REQUIRE(seq.size() == 1);
@@ -189,8 +191,8 @@ TEST_CASE("two different records with one seq break strictly increasing seq") {
 
 TEST_CASE("the same record written twice is a duplicate identity") {
   TempDir dir;
-  dir.write("rank0.jsonl", {header(), record(0, 0, 0), record(0, 0, 1), record(0, 0, 1), record(0, 0, 2),
-                            end(0, 0, 4)});
+  dir.write("rank0.jsonl", {header(), record(0, 0, 0), record(0, 0, 1), record(0, 0, 1),
+                            record(0, 0, 2), end(0, 0, 4)});
   dir.write("rank1.jsonl", rank_lines(1, 0, 0));
   const Certification c = certify(dir);
   const auto dup = of_kind(c, ViolationKind::duplicate_record);
@@ -225,8 +227,8 @@ TEST_CASE("a step without its end record is incomplete") {
 TEST_CASE("an end record whose count disagrees is a count mismatch") {
   TempDir dir;
   dir.write("rank0.jsonl", {header(), record(0, 0, 0), record(0, 0, 1), end(0, 0, 5)});
-  dir.write("rank1.jsonl", {header(), record(1, 0, 0), record(1, 0, 1), record(1, 0, 2), record(1, 0, 3),
-                            end(1, 0, 3)});
+  dir.write("rank1.jsonl", {header(), record(1, 0, 0), record(1, 0, 1), record(1, 0, 2),
+                            record(1, 0, 3), end(1, 0, 3)});
   const Certification c = certify(dir);
   const auto mismatch = of_kind(c, ViolationKind::count_mismatch);
   REQUIRE(mismatch.size() == 2);
@@ -239,8 +241,9 @@ TEST_CASE("an end record whose count disagrees is a count mismatch") {
 TEST_CASE("records after the step's end record are late") {
   TempDir dir;
   dir.write("rank0.jsonl", rank_lines(0, 0, 1));
-  dir.write("rank1.jsonl", {header(), record(1, 0, 0), record(1, 0, 1), end(1, 0, 2), record(1, 0, 2),
-                            record(1, 1, 0), record(1, 1, 1), record(1, 1, 2), end(1, 1, 3)});
+  dir.write("rank1.jsonl",
+            {header(), record(1, 0, 0), record(1, 0, 1), end(1, 0, 2), record(1, 0, 2),
+             record(1, 1, 0), record(1, 1, 1), record(1, 1, 2), end(1, 1, 3)});
   const Certification c = certify(dir);
   const auto late = of_kind(c, ViolationKind::late_records);
   REQUIRE(late.size() == 1);

@@ -115,7 +115,8 @@ TEST_CASE("records are kept only for the selected step and rank, in seq order") 
 
   const RunSummary by_rank = summarize(dir, Selection{std::nullopt, 2});
   REQUIRE(by_rank.selected.size() == 4);
-  for (std::size_t i = 0; i < 4; ++i) CHECK(by_rank.selected[i].step == static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < 4; ++i)
+    CHECK(by_rank.selected[i].step == static_cast<std::int64_t>(i));
 
   const RunSummary both = summarize(dir, Selection{1, 0});
   REQUIRE(both.selected.size() == 1);

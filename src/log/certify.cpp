@@ -137,8 +137,8 @@ void check_headers(const RunReader& reader, Collector& collector) {
       }
     }
     // env and config default to empty objects, so "absent" and "{}" agree.
-    for (auto [key, a, b] : {std::tuple{"env", &first.env, &h.env},
-                             std::tuple{"config", &first.config, &h.config}}) {
+    for (auto [key, a, b] :
+         {std::tuple{"env", &first.env, &h.env}, std::tuple{"config", &first.config, &h.config}}) {
       if (*a != *b) {
         collector.add({ViolationKind::header_mismatch, std::nullopt, std::nullopt, h.file + ":1",
                        std::string("header field '") + key + "' differs from " + first.file +
@@ -171,8 +171,8 @@ void check_seq(const Step& step, const RunReader& reader, Collector& collector) 
     if (twin != nullptr) {
       collector.add({ViolationKind::duplicate_record, step.rank, step.step, reader.location(r),
                      rank_step(step.rank, step.step) + ": record seq " + std::to_string(r.seq) +
-                         " " + describe(r) + " written twice (also at " +
-                         reader.location(*twin) + ")"});
+                         " " + describe(r) + " written twice (also at " + reader.location(*twin) +
+                         ")"});
     } else {
       collector.add({ViolationKind::seq_not_increasing, step.rank, step.step, reader.location(r),
                      rank_step(step.rank, step.step) + ": seq " + std::to_string(r.seq) +
@@ -191,8 +191,7 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
   const auto present = static_cast<std::int64_t>(step.records.size());
   const Record* first = step.records.empty() ? nullptr : &step.records.front();
   switch (step.status) {
-    case StepStatus::complete:
-      return;
+    case StepStatus::complete: return;
     case StepStatus::incomplete: {
       const Record* last = last_record(step);
       collector.add({ViolationKind::incomplete_step, step.rank, step.step,
@@ -236,7 +235,10 @@ void check_ranks(const std::map<std::int32_t, IntervalSet>& rank_steps, std::int
       return;
     }
     ++absent_listed;
-    collector.add({ViolationKind::rank_absent, static_cast<std::int32_t>(rank), std::nullopt, {},
+    collector.add({ViolationKind::rank_absent,
+                   static_cast<std::int32_t>(rank),
+                   std::nullopt,
+                   {},
                    "rank " + std::to_string(rank) + " of world_size " + std::to_string(world_size) +
                        " has no records in " + path});
   }
@@ -247,7 +249,10 @@ void check_step_sets(const std::map<std::int32_t, IntervalSet>& rank_steps,
   for (const auto& [rank, steps] : rank_steps) {
     const Intervals missing = missing_steps(all_steps, steps);
     if (missing.empty()) continue;
-    collector.add({ViolationKind::steps_differ, rank, missing.front().first, {},
+    collector.add({ViolationKind::steps_differ,
+                   rank,
+                   missing.front().first,
+                   {},
                    "rank " + std::to_string(rank) + " lacks " +
                        plural(intervals_size(missing), "step", "steps") + " (" +
                        intervals_text(missing) + ") that other ranks have"});

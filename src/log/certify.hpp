@@ -52,8 +52,8 @@ struct Certification {
   std::string hash;
   std::vector<std::string> files;
   std::int64_t ranks_present = 0;
-  IntervalSet steps;             // every step seen on any rank
-  std::uint64_t records = 0;     // records read (end records excluded)
+  IntervalSet steps;          // every step seen on any rank
+  std::uint64_t records = 0;  // records read (end records excluded)
   // Listed violations: at most kMaxListed of each kind, so a badly broken long
   // run still gives a short report; `counts` has the full numbers.
   std::vector<Violation> violations;

@@ -64,7 +64,7 @@ struct SelectedStep {
 struct RunSummary {
   std::string path;
   std::vector<std::string> files;
-  std::vector<Header> headers;  // one per file with a header, in file order
+  std::vector<Header> headers;     // one per file with a header, in file order
   std::vector<RankSummary> ranks;  // ranks present, ascending
   IntervalSet steps;               // union over ranks
   std::uint64_t records = 0;

@@ -19,7 +19,8 @@ nlohmann::json header_json(const log::Header& h) {
 nlohmann::json unfinished_json(const log::UnfinishedStep& u) {
   return {{"step", u.step},
           {"status", log::status_name(u.status)},
-          {"declared_count", u.declared_count < 0 ? nlohmann::json() : nlohmann::json(u.declared_count)},
+          {"declared_count",
+           u.declared_count < 0 ? nlohmann::json() : nlohmann::json(u.declared_count)},
           {"records", u.records},
           {"location", u.location.empty() ? nlohmann::json() : nlohmann::json(u.location)}};
 }
@@ -97,8 +98,10 @@ std::string rank_line(const RankSummary& r) {
   for (const auto& u : r.unfinished) {
     o << "    step " << u.step << ": " << log::status_name(u.status) << ", " << u.records
       << (u.records == 1 ? " record" : " records");
-    if (u.declared_count >= 0) o << ", end record counts " << u.declared_count;
-    else o << ", no end record";
+    if (u.declared_count >= 0)
+      o << ", end record counts " << u.declared_count;
+    else
+      o << ", no end record";
     if (!u.location.empty()) o << " (" << u.location << ")";
     o << "\n";
   }
@@ -136,7 +139,8 @@ nlohmann::json show_to_json(const RunSummary& s) {
   j["ranks_present"] = s.ranks.size();
   j["ranks_absent"] = s.absent_ranks();
   j["steps"] = s.steps.to_string();
-  j["step_range"] = s.steps.empty() ? nlohmann::json() : nlohmann::json::array({s.steps.min(), s.steps.max()});
+  j["step_range"] =
+      s.steps.empty() ? nlohmann::json() : nlohmann::json::array({s.steps.min(), s.steps.max()});
   j["records"] = s.records;
   j["complete"] = s.complete();
   nlohmann::json ranks = nlohmann::json::array();
@@ -144,14 +148,16 @@ nlohmann::json show_to_json(const RunSummary& s) {
   j["ranks"] = ranks;
   j["notes"] = s.notes;
   if (s.selection.any()) {
-    j["selection"] = {{"step", s.selection.step ? nlohmann::json(*s.selection.step) : nlohmann::json()},
-                      {"rank", s.selection.rank ? nlohmann::json(*s.selection.rank) : nlohmann::json()}};
+    j["selection"] = {
+        {"step", s.selection.step ? nlohmann::json(*s.selection.step) : nlohmann::json()},
+        {"rank", s.selection.rank ? nlohmann::json(*s.selection.rank) : nlohmann::json()}};
     nlohmann::json selected = nlohmann::json::array();
     for (const auto& step : s.selected) {
       for (const auto& record : step.records) {
         nlohmann::json r = log::to_json(record);
         r["location"] = s.location(record);
-        if (step.status != log::StepStatus::complete) r["step_status"] = log::status_name(step.status);
+        if (step.status != log::StepStatus::complete)
+          r["step_status"] = log::status_name(step.status);
         selected.push_back(std::move(r));
       }
     }
@@ -192,7 +198,8 @@ std::string show_to_text(const RunSummary& s) {
     o << "\n";
     for (const auto& step : s.selected) {
       o << "  rank " << step.rank << ", step " << step.step;
-      if (step.status != log::StepStatus::complete) o << " (" << log::status_name(step.status) << ")";
+      if (step.status != log::StepStatus::complete)
+        o << " (" << log::status_name(step.status) << ")";
       o << ":\n";
       for (const auto& record : step.records) o << "    " << record_line(record) << "\n";
     }
