@@ -252,6 +252,17 @@ TEST_CASE("records after the step's end record are late") {
   CHECK(late[0].location == dir.file("rank1.jsonl") + ":5");
 }
 
+TEST_CASE("an end record written twice is late") {
+  TempDir dir;
+  dir.write("rank0.jsonl", {header(1), record(0, 0, 0), end(0, 0, 1), end(0, 0, 1)});
+  const Certification c = certify(dir);
+  const auto late = of_kind(c, ViolationKind::late_records);
+  REQUIRE(late.size() == 1);
+  CHECK(late[0].step == 0);
+  CHECK_THAT(late[0].message, Catch::Contains("a second end record"));
+  CHECK(c.total_violations() == 1);
+}
+
 TEST_CASE("run, level, env and config differences between files are violations") {
   TempDir dir;
   auto a = rank_lines(0, 0, 0);

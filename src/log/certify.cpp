@@ -210,10 +210,13 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
                          " present"});
       return;
     case StepStatus::late:
+      // Without records, what came late is only a repeated end record.
       collector.add({ViolationKind::late_records, step.rank, step.step,
                      first != nullptr ? reader.location(*first) : std::string(),
                      rank_step(step.rank, step.step) + ": " +
-                         plural(static_cast<std::uint64_t>(present), "record", "records") +
+                         (present == 0
+                              ? std::string("a second end record")
+                              : plural(static_cast<std::uint64_t>(present), "record", "records")) +
                          " after the end record had already counted the step complete"});
       return;
   }

@@ -98,10 +98,13 @@ std::string rank_line(const RankSummary& r) {
   for (const auto& u : r.unfinished) {
     o << "    step " << u.step << ": " << log::status_name(u.status) << ", " << u.records
       << (u.records == 1 ? " record" : " records");
-    if (u.declared_count >= 0)
+    if (u.status == log::StepStatus::late) {
+      o << " after the step's end record";
+    } else if (u.declared_count >= 0) {
       o << ", end record counts " << u.declared_count;
-    else
+    } else {
       o << ", no end record";
+    }
     if (!u.location.empty()) o << " (" << u.location << ")";
     o << "\n";
   }
