@@ -30,6 +30,8 @@ int run(int argc, char** argv) {
   add_diff(app, exit_status);
   add_bisect(app, exit_status);
   add_hash(app, exit_status);
+  add_show(app, exit_status);
+  add_check(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -14,7 +14,9 @@ struct Failure : std::runtime_error {
 };
 
 void add_bisect(CLI::App& app, int& exit_status);
+void add_check(CLI::App& app, int& exit_status);
 void add_diff(CLI::App& app, int& exit_status);
 void add_hash(CLI::App& app, int& exit_status);
+void add_show(CLI::App& app, int& exit_status);
 
 }  // namespace dtrace::cli
