@@ -440,11 +440,33 @@ void bias_grad_padded(const float* dy, int M, int N, float* db, Chaos& chaos) {
 
 float cross_entropy_unordered(const float* logits, const std::int32_t* targets, int M, int V,
                               Chaos& chaos) {
-  std::vector<int> rows(M);
+  // A fused kernel: each token's sum of exponentials is reduced over vocabulary
+  // chunks whose partials arrive in any order, then the token losses likewise.
+  constexpr int kChunk = 32;
+  const int chunks = (V + kChunk - 1) / kChunk;
+  std::vector<int> order(static_cast<std::size_t>(chunks));
+  std::vector<float> partial(static_cast<std::size_t>(chunks));
+  std::vector<float> losses(static_cast<std::size_t>(M));
+  for (int i = 0; i < M; ++i) {
+    const float* row = logits + static_cast<std::size_t>(i) * V;
+    float mx = row[0];
+    for (int j = 1; j < V; ++j) mx = std::max(mx, row[j]);
+    for (int c = 0; c < chunks; ++c) {
+      float acc = 0.0f;
+      for (int j = c * kChunk; j < std::min(V, (c + 1) * kChunk); ++j) acc += std::exp(row[j] - mx);
+      partial[static_cast<std::size_t>(c)] = acc;
+    }
+    std::iota(order.begin(), order.end(), 0);
+    chaos.shuffle(std::span<int>(order));
+    float sum = 0.0f;
+    for (int c : order) sum += partial[static_cast<std::size_t>(c)];
+    losses[static_cast<std::size_t>(i)] = std::log(sum) + mx - row[targets[i]];
+  }
+  std::vector<int> rows(static_cast<std::size_t>(M));
   std::iota(rows.begin(), rows.end(), 0);
   chaos.shuffle(std::span<int>(rows));
   float total = 0.0f;
-  for (int i : rows) total += token_loss(logits + static_cast<std::size_t>(i) * V, targets[i], V);
+  for (int i : rows) total += losses[static_cast<std::size_t>(i)];
   return total / static_cast<float>(M);
 }
 
