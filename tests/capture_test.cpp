@@ -1,13 +1,15 @@
 #include "recorder/capture.hpp"
 
+#include <thread>
+
 #include "dtrace/recorder.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "recorder_support.hpp"
 
 using dtrace::Level;
-using dtrace::RecordIo;
 using dtrace::Recorder;
 using dtrace::RecorderError;
+using dtrace::RecordIo;
 using dtrace::ReplayRequest;
 using dtrace::log::StepStatus;
 using test_support::options_for;
@@ -77,7 +79,8 @@ TEST_CASE("a capture writes raw bytes and an index that is a dtrace-fp/1 log") {
   CHECK(step.records[1].name == "w");
   CHECK(step.records[1].digest.hex() ==
         dtrace::to_hex16(dtrace::fingerprint(kWeight.data(), kWeight.size() * sizeof(float))));
-  CHECK_THAT(test_support::file_text(dir / "cap/capture.jsonl"), Catch::Contains("\"file\":\"r0-s5-q2.bin\"}"));
+  CHECK_THAT(test_support::file_text(dir / "cap/capture.jsonl"),
+             Catch::Contains("\"file\":\"r0-s5-q2.bin\"}"));
   // The replay's own log holds every record, captured or not.
   CHECK(read_run(dir / "replay.jsonl").step(0, 5).records.size() == 5);
 }
@@ -117,10 +120,12 @@ TEST_CASE("a damaged capture is an error, not silently different inputs") {
   TempDir dir;
   capture_step(dir);
   {
-    std::ofstream corrupt(dir / "cap/r0-s5-q2.bin", std::ios::binary | std::ios::in | std::ios::out);
+    std::ofstream corrupt(dir / "cap/r0-s5-q2.bin",
+                          std::ios::binary | std::ios::in | std::ios::out);
     corrupt.put('\x7f');
   }
-  auto request = ReplayRequest::from_variables({{"DTRACE_ISOLATE", "fwd/layer.1"}, {"DTRACE_INPUTS", dir / "cap"}});
+  auto request = ReplayRequest::from_variables(
+      {{"DTRACE_ISOLATE", "fwd/layer.1"}, {"DTRACE_INPUTS", dir / "cap"}});
   auto recorder = Recorder::open(options_for(dir / "run"), request);
   CHECK_THROWS_WITH(recorder->captured("fwd/layer.1", "gemm", RecordIo::in, "w"),
                     Catch::Contains("r0-s5-q2.bin") && Catch::Contains("damaged"));
@@ -130,7 +135,65 @@ TEST_CASE("a damaged capture is an error, not silently different inputs") {
 
 TEST_CASE("DTRACE_INPUTS must be a capture directory") {
   TempDir dir;
-  auto request = ReplayRequest::from_variables({{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", dir / "none"}});
+  auto request =
+      ReplayRequest::from_variables({{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", dir / "none"}});
   CHECK_THROWS_WITH(Recorder::open(options_for(dir / "run"), request),
                     Catch::Contains("DTRACE_INPUTS=") && Catch::Contains("capture.jsonl"));
+}
+
+TEST_CASE("isolation takes DTRACE_REPLAY_STEP's capture, else the first captured step") {
+  TempDir dir;
+  const std::string cap = dir / "cap";
+  {
+    auto recorder = Recorder::open(options_for(dir / "run"),
+                                   ReplayRequest::from_variables({{"DTRACE_OUT", dir / "out.jsonl"},
+                                                                  {"DTRACE_CAPTURE", cap}}));
+    for (int step = 5; step <= 6; ++step) {
+      recorder->begin_step(step);
+      auto layer = recorder->scope("fwd/layer.0");
+      recorder->tensor(Level::layer, "block", RecordIo::in, "x",
+                       view(step == 5 ? kInput : kWeight, {step == 5 ? 4 : 6}));
+      recorder->end_step();
+    }
+  }
+  auto isolate = [&](std::map<std::string, std::string> variables) {
+    variables["DTRACE_ISOLATE"] = "fwd/layer.0";
+    variables["DTRACE_INPUTS"] = cap;
+    auto recorder =
+        Recorder::open(options_for(dir / "run"), ReplayRequest::from_variables(variables));
+    return recorder->captured("fwd/layer.0", "block", RecordIo::in, "x");
+  };
+  CHECK(isolate({}) == bytes_of(kInput));
+  CHECK(isolate({{"DTRACE_REPLAY_STEP", "6"}}) == bytes_of(kWeight));
+  CHECK_FALSE(isolate({{"DTRACE_REPLAY_STEP", "7"}}));
+}
+
+TEST_CASE("the ranks of a process share one capture index") {
+  TempDir dir;
+  const auto request = ReplayRequest::from_variables(
+      {{"DTRACE_REPLAY_STEP", "2"}, {"DTRACE_CAPTURE", dir / "cap"}, {"DTRACE_LEVEL", "kernel"}});
+  auto rank_main = [&](int rank) {
+    auto recorder = Recorder::open(options_for(dir / "run", rank, 2), request);
+    const std::vector<float> mine(8, static_cast<float>(rank));
+    recorder->begin_step(2);
+    for (int i = 0; i < 20; ++i) {
+      recorder->tensor(Level::kernel, "gemm", RecordIo::out, "y", view(mine, {8}));
+    }
+    recorder->end_step();
+  };
+  std::thread rank0(rank_main, 0), rank1(rank_main, 1);
+  rank0.join();
+  rank1.join();
+  const auto index = read_run(dir / "cap/capture.jsonl");
+  CHECK(index.reader->headers().size() == 1);
+  CHECK(index.step(0, 2).records.size() == 20);
+  CHECK(index.step(1, 2).records.size() == 20);
+  CHECK(test_support::file_text(dir / "cap/r1-s2-q19.bin").size() == 32);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto isolated = Recorder::open(options_for(dir / "run", rank, 2),
+                                   ReplayRequest::from_variables({{"DTRACE_ISOLATE", "gemm"},
+                                                                  {"DTRACE_INPUTS", dir / "cap"}}));
+    CHECK(isolated->captured("", "gemm", RecordIo::out, "y", 19) ==
+          bytes_of(std::vector<float>(8, static_cast<float>(rank))));
+  }
 }

@@ -9,7 +9,8 @@ using determinism::Environment;
 
 namespace {
 
-const determinism::Check& check_of(const std::vector<determinism::Check>& checks, std::string_view name) {
+const determinism::Check& check_of(const std::vector<determinism::Check>& checks,
+                                   std::string_view name) {
   for (const auto& c : checks) {
     if (c.name == name) return c;
   }
@@ -27,7 +28,8 @@ TEST_CASE("NCCL_ALGO: Tree is rejected, subsets of the fixed-order algorithms ac
   CHECK_FALSE(determinism::why_not_deterministic("NCCL_ALGO", "Ring"));
   CHECK_FALSE(determinism::why_not_deterministic("NCCL_ALGO", "Ring,CollnetDirect"));
   CHECK_FALSE(determinism::why_not_deterministic("NCCL_ALGO", "CollnetChain,^NVLS"));
-  CHECK_THAT(*determinism::why_not_deterministic("NCCL_ALGO", "NVLS"), Catch::Contains("NVLS is not one of"));
+  CHECK_THAT(*determinism::why_not_deterministic("NCCL_ALGO", "NVLS"),
+             Catch::Contains("NVLS is not one of"));
   CHECK(determinism::why_not_deterministic("NCCL_ALGO", "Ring,"));
   CHECK(determinism::why_not_deterministic("NCCL_ALGO", ""));
 }
@@ -58,8 +60,8 @@ TEST_CASE("TRITON_CACHE_AUTOTUNING=1 requires TRITON_CACHE_DIR") {
   CHECK_FALSE(check.valid);
   CHECK_THAT(check.reason, Catch::Contains("requires TRITON_CACHE_DIR"));
   CHECK_FALSE(determinism::all_valid(alone));
-  const auto with_dir =
-      determinism::validate({{"TRITON_CACHE_AUTOTUNING", "1"}, {"TRITON_CACHE_DIR", "/shared/triton"}});
+  const auto with_dir = determinism::validate(
+      {{"TRITON_CACHE_AUTOTUNING", "1"}, {"TRITON_CACHE_DIR", "/shared/triton"}});
   CHECK(determinism::all_valid(with_dir));
 }
 
@@ -85,7 +87,8 @@ TEST_CASE("apply fills defaults, and fills nothing when a set value is invalid")
   Environment env{{"NCCL_ALGO", "Ring"}};
   auto applied = determinism::apply(env);
   CHECK(applied.ok());
-  CHECK(applied.filled == std::vector<std::string>{"NVTE_ALLOW_NONDETERMINISTIC_ALGO", "CUBLAS_WORKSPACE_CONFIG"});
+  CHECK(applied.filled ==
+        std::vector<std::string>{"NVTE_ALLOW_NONDETERMINISTIC_ALGO", "CUBLAS_WORKSPACE_CONFIG"});
   CHECK(env == Environment{{"NCCL_ALGO", "Ring"},
                            {"NVTE_ALLOW_NONDETERMINISTIC_ALGO", "0"},
                            {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}});
@@ -95,7 +98,8 @@ TEST_CASE("apply fills defaults, and fills nothing when a set value is invalid")
   CHECK_FALSE(applied.ok());
   CHECK(applied.filled.empty());
   CHECK(bad == Environment{{"NCCL_ALGO", "Tree"}});  // never replaced
-  CHECK(check_of(applied.checks, "NCCL_ALGO").reason == "NCCL_ALGO=Tree: Tree's reduction order is not fixed");
+  CHECK(check_of(applied.checks, "NCCL_ALGO").reason ==
+        "NCCL_ALGO=Tree: Tree's reduction order is not fixed");
 }
 
 TEST_CASE("apply sets defaults in the process environment") {

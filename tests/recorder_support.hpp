@@ -83,7 +83,8 @@ inline std::string file_text(const std::string& path) {
   return text.str();
 }
 
-inline dtrace::RunOptions options_for(const std::string& run_dir, int rank = 0, int world_size = 1) {
+inline dtrace::RunOptions options_for(const std::string& run_dir, int rank = 0,
+                                      int world_size = 1) {
   dtrace::RunOptions options;
   options.run_dir = run_dir;
   options.run_name = "a";

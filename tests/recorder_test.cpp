@@ -7,9 +7,9 @@
 #include "recorder_support.hpp"
 
 using dtrace::Level;
-using dtrace::RecordIo;
 using dtrace::Recorder;
 using dtrace::RecorderError;
+using dtrace::RecordIo;
 using dtrace::ReplayRequest;
 using dtrace::log::StepStatus;
 using test_support::options_for;
@@ -73,7 +73,8 @@ TEST_CASE("a normal run writes a header and records that RunReader reads back") 
   CHECK(header.replay["argv"] == nlohmann::json{"minitrain", "--steps", "3"});
   CHECK(header.replay["protocol"] == "dtrace-replay/1");
   // The configuration is written as given (key order and spelling), on one line.
-  CHECK_THAT(test_support::first_line(file), Catch::Contains("\"config\":{\"lr\": 0.001,  \"batch\": 8}"));
+  CHECK_THAT(test_support::first_line(file),
+             Catch::Contains("\"config\":{\"lr\": 0.001,  \"batch\": 8}"));
 
   REQUIRE(run.steps.size() == 2);
   const auto& step = run.step(1, 1);
@@ -81,15 +82,18 @@ TEST_CASE("a normal run writes a header and records that RunReader reads back") 
   // Kernel records are above the run's level: two layer inputs and the loss.
   REQUIRE(step.records.size() == 3);
   CHECK(step.declared_count == 3);
-  for (std::size_t i = 0; i < step.records.size(); ++i) CHECK(step.records[i].seq == std::int64_t(i));
+  for (std::size_t i = 0; i < step.records.size(); ++i)
+    CHECK(step.records[i].seq == std::int64_t(i));
   const auto& input = step.records[1];
   CHECK(input.scope == "fwd/layer.1");
   CHECK(input.op == "block");
   CHECK(input.io == dtrace::log::Io::in);
   CHECK(input.name == "x");
   CHECK(input.dtype == "f32");
-  CHECK(std::vector<std::int64_t>(input.shape.begin(), input.shape.end()) == std::vector<std::int64_t>{2, 2});
-  CHECK(input.digest.hex() == dtrace::to_hex16(dtrace::fingerprint(x.data(), x.size() * sizeof(float))));
+  CHECK(std::vector<std::int64_t>(input.shape.begin(), input.shape.end()) ==
+        std::vector<std::int64_t>{2, 2});
+  CHECK(input.digest.hex() ==
+        dtrace::to_hex16(dtrace::fingerprint(x.data(), x.size() * sizeof(float))));
   const auto& loss = step.records[2];
   CHECK(loss.scope == "step");
   CHECK(loss.scalar);
@@ -105,7 +109,8 @@ TEST_CASE("scalars carry the dtype's exact bit pattern") {
     recorder->scalar_f64(Level::step, "loss", RecordIo::metric, "f64", -0.0);
     recorder->scalar(Level::step, "loss", RecordIo::metric, "bf16", "bf16", 0xdead3f80, 1.0);
     recorder->scalar(Level::step, "loss", RecordIo::metric, "f16", "f16", 0x3c00, 1.0);
-    recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "nan", std::bit_cast<float>(0x7fc00001u));
+    recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "nan",
+                         std::bit_cast<float>(0x7fc00001u));
     recorder->end_step();
   }
   auto run = read_run(dir / "run");
@@ -133,7 +138,8 @@ TEST_CASE("the level filter drops finer records; DTRACE_LEVEL overrides the run'
 
   const std::string out = dir / "replay.jsonl";
   {
-    auto recorder = Recorder::open(options, request_from({{"DTRACE_OUT", out}, {"DTRACE_LEVEL", "kernel"}}));
+    auto recorder =
+        Recorder::open(options, request_from({{"DTRACE_OUT", out}, {"DTRACE_LEVEL", "kernel"}}));
     CHECK(recorder->level() == Level::kernel);
     record_step(*recorder, 0, x);
   }
@@ -147,17 +153,18 @@ TEST_CASE("DTRACE_SCOPE limits kernel records to the scope, not layer or step re
   const std::vector<float> x{1, 2, 3, 4};
   const std::string out = dir / "replay.jsonl";
   {
-    auto recorder = Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_OUT", out},
-                                                                           {"DTRACE_LEVEL", "kernel"},
-                                                                           {"DTRACE_SCOPE", "fwd/layer.1"}}));
+    auto recorder = Recorder::open(
+        options_for(dir / "run"),
+        request_from(
+            {{"DTRACE_OUT", out}, {"DTRACE_LEVEL", "kernel"}, {"DTRACE_SCOPE", "fwd/layer.1"}}));
     record_step(*recorder, 3, x);
   }
   const auto run = read_run(out);
   const auto& records = run.step(0, 3).records;
   std::vector<std::string> seen;
   for (const auto& r : records) seen.push_back(std::string(r.scope) + ":" + std::string(r.op));
-  CHECK(seen == std::vector<std::string>{"fwd/layer.0:block", "fwd/layer.1:block", "fwd/layer.1:gemm",
-                                         "step:loss"});
+  CHECK(seen == std::vector<std::string>{"fwd/layer.0:block", "fwd/layer.1:block",
+                                         "fwd/layer.1:gemm", "step:loss"});
   for (std::size_t i = 0; i < records.size(); ++i) CHECK(records[i].seq == std::int64_t(i));
 }
 
@@ -215,8 +222,9 @@ TEST_CASE("DTRACE_OUT replaces an empty placeholder but not a file with content"
 
   const std::string theirs = dir / "theirs.jsonl";
   { std::ofstream(theirs) << "{\"dtrace\":\"fp/1\"}\n"; }
-  CHECK_THROWS_WITH(Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_OUT", theirs}})),
-                    Catch::Contains("DTRACE_OUT=" + theirs) && Catch::Contains("not empty"));
+  CHECK_THROWS_WITH(
+      Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_OUT", theirs}})),
+      Catch::Contains("DTRACE_OUT=" + theirs) && Catch::Contains("not empty"));
   CHECK(test_support::file_text(theirs) == "{\"dtrace\":\"fp/1\"}\n");
 }
 
@@ -239,7 +247,8 @@ TEST_CASE("recorders opened one after another in a process share DTRACE_OUT and 
 TEST_CASE("a replay without DTRACE_OUT writes no log and never the run directory") {
   TempDir dir;
   {
-    auto recorder = Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_REPLAY_STEP", "4"}}));
+    auto recorder =
+        Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_REPLAY_STEP", "4"}}));
     recorder->begin_step(4);
     recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 2.0f);
     recorder->end_step();
@@ -303,4 +312,21 @@ TEST_CASE("scopes nest and pop in order") {
     CHECK(recorder->current_scope() == "fwd");
   }
   CHECK(recorder->current_scope().empty());
+}
+
+TEST_CASE("a step's lines reach the file only at its end") {
+  TempDir dir;
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  const std::string file = dir / "run/rank0.jsonl";
+  auto lines = [&] {
+    const std::string text = test_support::file_text(file);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  CHECK(lines() == 1);  // the header, written at open
+  recorder->begin_step(0);
+  recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 1.0f);
+  recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "grad_norm", 2.0f);
+  CHECK(lines() == 1);  // a crash now would leave no partial step behind
+  recorder->end_step();
+  CHECK(lines() == 4);
 }

@@ -1,8 +1,8 @@
-#include "dtrace/recorder.hpp"
-
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+
+#include "dtrace/recorder.hpp"
 
 using dtrace::Level;
 using dtrace::RecorderError;
@@ -58,7 +58,8 @@ TEST_CASE("DTRACE_ISOLATE names a scope, or a scope and an op") {
 }
 
 TEST_CASE("an empty variable counts as unset") {
-  const auto request = parse({{"DTRACE_OUT", ""}, {"DTRACE_REPLAY_STEP", ""}, {"DTRACE_LEVEL", ""}});
+  const auto request =
+      parse({{"DTRACE_OUT", ""}, {"DTRACE_REPLAY_STEP", ""}, {"DTRACE_LEVEL", ""}});
   CHECK_FALSE(request.out);
   CHECK_FALSE(request.step);
   CHECK_FALSE(request.level);
@@ -74,7 +75,8 @@ TEST_CASE("a bad value is an error naming the variable and the value") {
   CHECK_THROWS_WITH(parse({{"DTRACE_LEVEL", "fine"}}),
                     Contains("DTRACE_LEVEL=fine") && Contains("step, layer, kernel"));
   CHECK_THROWS_WITH(parse({{"DTRACE_LEVEL", "Kernel"}}), Contains("DTRACE_LEVEL=Kernel"));
-  const std::map<std::string, std::string> isolate{{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", "/tmp/c"}};
+  const std::map<std::string, std::string> isolate{{"DTRACE_ISOLATE", "fwd"},
+                                                   {"DTRACE_INPUTS", "/tmp/c"}};
   for (const char* bad : {"0", "-2", "three", "1.5"}) {
     auto variables = isolate;
     variables["DTRACE_REPEAT"] = bad;
@@ -89,8 +91,10 @@ TEST_CASE("a bad value is an error naming the variable and the value") {
   CHECK_THROWS_WITH(parse({{"DTRACE_INPUTS", "/tmp/c"}}),
                     Contains("DTRACE_INPUTS=/tmp/c") && Contains("DTRACE_ISOLATE"));
   CHECK_THROWS_WITH(parse({{"DTRACE_REPEAT", "3"}}), Contains("DTRACE_REPEAT=3"));
-  CHECK_THROWS_WITH(parse({{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", "/tmp/c"}, {"DTRACE_CAPTURE", "/tmp/./c"}}),
-                    Contains("DTRACE_CAPTURE=/tmp/./c"));
+  CHECK_THROWS_WITH(
+      parse(
+          {{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", "/tmp/c"}, {"DTRACE_CAPTURE", "/tmp/./c"}}),
+      Contains("DTRACE_CAPTURE=/tmp/./c"));
   CHECK_THROWS_AS(parse({{"DTRACE_LEVEL", "fine"}}), RecorderError);
 }
 

@@ -32,7 +32,8 @@ std::string prefix(std::string_view name, std::string_view value) {
 
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
   return std::ranges::equal(a, b, [](char x, char y) {
-    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
   });
 }
 
@@ -45,7 +46,9 @@ std::optional<std::string> check_nccl_algo(std::string_view value) {
     if (end == std::string_view::npos) end = value.size();
     const std::string_view algorithm = value.substr(begin, end - begin);
     if (algorithm.empty()) return head + "an empty algorithm name in the list";
-    if (equals_ignoring_case(algorithm, "Tree")) return head + "Tree's reduction order is not fixed";
+    if (equals_ignoring_case(algorithm, "Tree")) {
+      return head + "Tree's reduction order is not fixed";
+    }
     if (std::ranges::find(kFixedOrderAlgorithms, algorithm) == kFixedOrderAlgorithms.end()) {
       return head + std::string(algorithm) +
              " is not one of Ring, CollnetDirect, CollnetChain, ^NVLS (the algorithms whose "
@@ -60,7 +63,8 @@ std::optional<std::string> check_single_value(std::string_view name, std::string
   if (name == "NCCL_ALGO") return check_nccl_algo(value);
   if (name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO") {
     if (value == "0") return std::nullopt;
-    return prefix(name, value) + "lets Transformer Engine choose non-deterministic algorithms (must be 0)";
+    return prefix(name, value) +
+           "lets Transformer Engine choose non-deterministic algorithms (must be 0)";
   }
   if (name == "CUBLAS_WORKSPACE_CONFIG") {
     if (value == ":4096:8" || value == ":16:8") return std::nullopt;
@@ -76,7 +80,8 @@ std::optional<std::string> check_single_value(std::string_view name, std::string
   }
   if (name == "MAMBA_DETERMINISTIC" || name == "CAUSAL_CONV1D_DETERMINISTIC") {
     if (value.starts_with('1')) return std::nullopt;
-    return prefix(name, value) + "does not start with 1, which asks for the non-deterministic kernels";
+    return prefix(name, value) +
+           "does not start with 1, which asks for the non-deterministic kernels";
   }
   return std::nullopt;
 }
@@ -157,7 +162,9 @@ Applied apply() {
   for (const Check& check : applied.checks) {
     if (!check.defaulted) continue;
     // overwrite = 0: a value set since validate() (another thread) is kept.
-    if (::setenv(check.name.c_str(), check.value->c_str(), 0) == 0) applied.filled.push_back(check.name);
+    if (::setenv(check.name.c_str(), check.value->c_str(), 0) == 0) {
+      applied.filled.push_back(check.name);
+    }
   }
   return applied;
 }

@@ -26,7 +26,8 @@ std::string join(const std::string& dir, std::string_view name) {
 }  // namespace
 
 std::string capture_file_name(std::int32_t rank, std::int64_t step, std::int64_t seq) {
-  return "r" + std::to_string(rank) + "-s" + std::to_string(step) + "-q" + std::to_string(seq) + ".bin";
+  return "r" + std::to_string(rank) + "-s" + std::to_string(step) + "-q" + std::to_string(seq) +
+         ".bin";
 }
 
 void write_capture_file(const std::string& dir, const std::string& name, const void* data,
@@ -83,20 +84,23 @@ CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
     index.entries_.clear();
     // Occurrence counts earlier records of the step with the same identity,
     // in seq order (DESIGN.md §3), which is the order the reader hands out.
-    std::map<std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>, int>
+    std::map<std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>,
+             int>
         seen;
     for (const log::Record& r : s.records) {
       const std::string_view io = r.io == log::Io::other ? r.io_text : log::io_name(r.io);
       const int occurrence = seen[{r.scope, r.op, io, r.name}]++;
-      Key key{std::string(r.scope), std::string(r.op), std::string(io), std::string(r.name), occurrence};
+      Key key{std::string(r.scope), std::string(r.op), std::string(io), std::string(r.name),
+              occurrence};
       index.entries_[std::move(key)] = Entry{capture_file_name(rank, r.step, r.seq), r.digest};
     }
   }
   return index;
 }
 
-std::optional<std::vector<std::byte>> CaptureIndex::bytes(std::string_view scope, std::string_view op,
-                                                          std::string_view io, std::string_view name,
+std::optional<std::vector<std::byte>> CaptureIndex::bytes(std::string_view scope,
+                                                          std::string_view op, std::string_view io,
+                                                          std::string_view name,
                                                           int occurrence) const {
   auto it = entries_.find(std::tuple{scope, op, io, name, occurrence});
   if (it == entries_.end()) return std::nullopt;

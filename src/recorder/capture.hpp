@@ -39,13 +39,14 @@ class CaptureIndex {
   // Reads dir/capture.jsonl and keeps `rank`'s records of `step`, or of the
   // rank's first complete step when no step is given (a capture holds the one
   // replayed step). Throws RecorderError naming the file on unreadable input.
-  static CaptureIndex load(const std::string& dir, std::int32_t rank, std::optional<std::int64_t> step);
+  static CaptureIndex load(const std::string& dir, std::int32_t rank,
+                           std::optional<std::int64_t> step);
 
   // The bytes of the record (scope, op, io, name, occurrence), checked against
   // the fingerprint the index holds; nullopt when the capture lacks the record.
   std::optional<std::vector<std::byte>> bytes(std::string_view scope, std::string_view op,
-                                               std::string_view io, std::string_view name,
-                                               int occurrence) const;
+                                              std::string_view io, std::string_view name,
+                                              int occurrence) const;
 
   std::size_t size() const { return entries_.size(); }
 

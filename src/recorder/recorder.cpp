@@ -130,8 +130,9 @@ class RankRecorder final : public Recorder {
     }
     if (request.capture) {
       create_directory(*request.capture, "DTRACE_CAPTURE");
-      capture_ = LogSink::open_shared((fs::path(*request.capture) / recording::kCaptureIndex).string(),
-                                      header, "DTRACE_CAPTURE");
+      capture_ =
+          LogSink::open_shared((fs::path(*request.capture) / recording::kCaptureIndex).string(),
+                               header, "DTRACE_CAPTURE");
     }
     if (request.inputs) inputs_ = CaptureIndex::load(*request.inputs, rank_, request.step);
   }
@@ -233,7 +234,8 @@ class RankRecorder final : public Recorder {
     log::Record record = make_record(op, io, name);
     record.scalar = true;
     record.dtype = dtype;
-    const std::uint64_t mask = digits == 16 ? ~std::uint64_t{0} : (std::uint64_t{1} << (4 * digits)) - 1;
+    const std::uint64_t mask =
+        digits == 16 ? ~std::uint64_t{0} : (std::uint64_t{1} << (4 * digits)) - 1;
     record.digest = log::Digest::from_u64(bits & mask, static_cast<std::uint8_t>(digits));
     record.has_value = true;
     record.value = value;
@@ -280,7 +282,8 @@ class RankRecorder final : public Recorder {
 
   void require_step(std::string_view op, std::string_view name) const {
     if (!step_) {
-      throw RecorderError(describe(scope_, op, name) + " recorded outside a step (call begin_step() first)");
+      throw RecorderError(describe(scope_, op, name) +
+                          " recorded outside a step (call begin_step() first)");
     }
   }
 
@@ -288,18 +291,20 @@ class RankRecorder final : public Recorder {
   // the wrong buffer; fingerprinting it anyway would log a plausible lie.
   void check_tensor(std::string_view op, std::string_view name, const TensorView& tensor) const {
     if (tensor.data == nullptr && tensor.bytes != 0) {
-      throw RecorderError(describe(scope_, op, name) + ": no data for " + std::to_string(tensor.bytes) +
-                          " bytes");
+      throw RecorderError(describe(scope_, op, name) + ": no data for " +
+                          std::to_string(tensor.bytes) + " bytes");
     }
     std::size_t elements = 1;
     for (std::int64_t extent : tensor.shape) {
-      if (extent < 0 || __builtin_mul_overflow(elements, static_cast<std::size_t>(extent), &elements)) {
+      if (extent < 0 ||
+          __builtin_mul_overflow(elements, static_cast<std::size_t>(extent), &elements)) {
         throw RecorderError(describe(scope_, op, name) + ": invalid shape");
       }
     }
     const std::size_t size = element_size(tensor.dtype);
     std::size_t expected = 0;
-    if (size != 0 && (__builtin_mul_overflow(elements, size, &expected) || expected != tensor.bytes)) {
+    if (size != 0 &&
+        (__builtin_mul_overflow(elements, size, &expected) || expected != tensor.bytes)) {
       throw RecorderError(describe(scope_, op, name) + ": " + std::to_string(tensor.bytes) +
                           " bytes, but " + std::to_string(elements) + " elements of " +
                           std::string(tensor.dtype) + " take " + std::to_string(expected));
@@ -330,7 +335,7 @@ class RankRecorder final : public Recorder {
 
   std::optional<std::int64_t> step_;  // the open step
   std::optional<std::int64_t> last_step_;
-  bool repetition_ = false;  // the open step was begun by begin_repetition()
+  bool repetition_ = false;    // the open step was begun by begin_repetition()
   std::int64_t seq_ = 0;       // records of the open step so far
   std::int64_t captured_ = 0;  // captured records of the open step so far
   std::string lines_;          // the open step's log lines
@@ -345,11 +350,13 @@ std::unique_ptr<Recorder> Recorder::open(const RunOptions& options, const Replay
 
 Recorder::~Recorder() = default;
 
-void Recorder::scalar_f32(Level level, std::string_view op, RecordIo io, std::string_view name, float v) {
+void Recorder::scalar_f32(Level level, std::string_view op, RecordIo io, std::string_view name,
+                          float v) {
   scalar(level, op, io, name, "f32", std::bit_cast<std::uint32_t>(v), static_cast<double>(v));
 }
 
-void Recorder::scalar_f64(Level level, std::string_view op, RecordIo io, std::string_view name, double v) {
+void Recorder::scalar_f64(Level level, std::string_view op, RecordIo io, std::string_view name,
+                          double v) {
   scalar(level, op, io, name, "f64", std::bit_cast<std::uint64_t>(v), v);
 }
 

@@ -6,8 +6,8 @@
 // variable and the value rather than a silent fallback. An empty value counts as
 // unset, the way launchers clear a variable (`DTRACE_OUT= prog`). Variables this
 // recorder does not know are ignored, as the protocol asks.
-#include <cstdlib>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -81,7 +81,8 @@ ReplayRequest ReplayRequest::from_variables(const Variables& variables) {
 
   if (auto text = lookup(variables, "DTRACE_REPLAY_STEP")) {
     auto step = parse_integer(*text);
-    if (!step || *step < 0) reject("DTRACE_REPLAY_STEP", *text, "not a step number (an integer >= 0)");
+    if (!step || *step < 0)
+      reject("DTRACE_REPLAY_STEP", *text, "not a step number (an integer >= 0)");
     request.step = *step;
   }
 
@@ -104,7 +105,8 @@ ReplayRequest ReplayRequest::from_variables(const Variables& variables) {
 
   if (auto text = lookup(variables, "DTRACE_ISOLATE")) {
     auto [scope, op] = split_isolate(*text);
-    if (scope.empty()) reject("DTRACE_ISOLATE", *text, "no scope before '::' (want scope or scope::op)");
+    if (scope.empty())
+      reject("DTRACE_ISOLATE", *text, "no scope before '::' (want scope or scope::op)");
     if (text->size() > scope.size() && op.empty()) {
       reject("DTRACE_ISOLATE", *text, "no op after '::' (want scope or scope::op)");
     }

@@ -45,8 +45,9 @@ std::string registry_key(const std::string& path) {
 std::shared_ptr<LogSink> LogSink::create(const std::string& path, std::string_view header_line) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(path, ec))) {
-    throw RecorderError(path + ": exists already; a recorded run is never overwritten "
-                               "(choose another run directory or remove it)");
+    throw RecorderError(path +
+                        ": exists already; a recorded run is never overwritten "
+                        "(choose another run directory or remove it)");
   }
   return create_with_header(path, header_line);
 }
