@@ -1,18 +1,54 @@
 #include "cli/cli.hpp"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
+
+#include "cli/commands.hpp"
 
 namespace dtrace::cli {
 
+namespace {
+
+void setup_logging() {
+  auto logger = spdlog::stderr_color_mt("dtrace");
+  logger->set_pattern("dtrace: %^%l%$: %v");
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace
+
 int run(int argc, char** argv) {
-  CLI::App app{"dtrace: divergence tracer for bitwise-deterministic training"};
+  setup_logging();
+  CLI::App app{
+      "dtrace: find where two deterministic training runs first diverge, and which kernel did it.\n"
+      "Exit status: 0 same / named, 1 different / not found, 2 trouble."};
   app.set_version_flag("--version", "dtrace 0.1.0");
+  app.require_subcommand(1);
+  int exit_status = kExitSame;
+  add_diff(app, exit_status);
+  add_hash(app, exit_status);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? kExitSame : kExitTrouble;
+    app.exit(e);
+    return kExitTrouble;
+  } catch (const Failure& e) {
+    spdlog::error("{}", e.what());
+    return kExitTrouble;
+  } catch (const std::exception& e) {
+    // Not expected: the library reports trouble as results. Still no crash.
+    spdlog::error("internal error: {}", e.what());
+    return kExitTrouble;
   }
-  return kExitSame;
+  return exit_status;
 }
 
 }  // namespace dtrace::cli

@@ -1,0 +1,39 @@
+// Aligning one rank's records at one step between two runs, by identity
+// (rank, step, scope, op, io, name, occurrence), and finding the first mismatch.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+
+#include "diff/diff.hpp"
+#include "log/record.hpp"
+
+namespace dtrace::diff {
+
+// Where one mismatch sits: an index on each side (-1 when that side lacks it).
+struct MismatchAt {
+  std::ptrdiff_t a = -1, b = -1;
+  Kind kind = Kind::value;
+  std::string detail;
+};
+
+struct StepComparison {
+  std::optional<MismatchAt> first;  // earliest in seq order
+  // Collective inputs (scope under comm/) that differ at this step, as
+  // "scope\nop\noccurrence": a collective's output depends on every rank's
+  // input, so a rank whose own input matched is still a receiver of these.
+  std::set<std::string> collective_inputs_differing;
+  std::uint64_t records = 0;  // records compared
+};
+
+StepComparison compare_step(const log::Step& a, const log::Step& b);
+
+// How many earlier records of the step share record i's (scope, op, io, name).
+int occurrence_of(const log::Step& step, std::size_t index);
+
+// The key of a collective op invocation, as used in collective_inputs_differing.
+std::string collective_key(std::string_view scope, std::string_view op, int occurrence);
+bool is_collective(std::string_view scope);
+
+}  // namespace dtrace::diff

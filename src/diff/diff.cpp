@@ -1,0 +1,340 @@
+#include "diff/diff.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "diff/align.hpp"
+#include "diff/classify.hpp"
+#include "diff/header.hpp"
+#include "log/prefetch.hpp"
+#include "log/reader.hpp"
+#include "util/intervals.hpp"
+
+namespace dtrace::diff {
+
+using log::Step;
+using log::StepStatus;
+
+std::string_view kind_name(Kind kind) { return kind == Kind::value ? "value" : "structure"; }
+
+std::string_view role_name(Role role) {
+  switch (role) {
+    case Role::origin: return "origin";
+    case Role::receiver: return "receiver";
+    case Role::unknown: break;
+  }
+  return "unknown";
+}
+
+std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Digest& b) {
+  if (a.digits != b.digits || a.high != 0 || b.high != 0) return std::nullopt;
+  int bits;
+  switch (a.digits) {
+    case 4: bits = 16; break;
+    case 8: bits = 32; break;
+    case 16: bits = 64; break;
+    default: return std::nullopt;
+  }
+  const std::uint64_t sign = std::uint64_t{1} << (bits - 1);
+  const std::uint64_t magnitude_mask = sign - 1;
+  // Exponent all ones with a nonzero mantissa is NaN for f16, f32 and f64; bf16
+  // shares f32's layout, so its 16-bit pattern has the same 8-bit exponent rule.
+  auto is_nan = [&](std::uint64_t v) {
+    const std::uint64_t m = v & magnitude_mask;
+    switch (bits) {
+      case 16: return (m & 0x7f80) == 0x7f80 && (m & 0x007f) != 0;  // bf16 reading
+      case 32: return (m & 0x7f800000u) == 0x7f800000u && (m & 0x007fffffu) != 0;
+      default:
+        return (m & 0x7ff0000000000000ull) == 0x7ff0000000000000ull &&
+               (m & 0x000fffffffffffffull) != 0;
+    }
+  };
+  if (is_nan(a.low) || is_nan(b.low)) return std::nullopt;
+  // Map sign-magnitude onto a line where neighbours differ by one: -0 and +0
+  // are then one unit apart, as their bit patterns are distinct.
+  auto ordered = [&](std::uint64_t v) -> __int128 {
+    const __int128 m = static_cast<__int128>(v & magnitude_mask);
+    return (v & sign) ? -m - 1 : m;
+  };
+  const __int128 d = ordered(a.low) - ordered(b.low);
+  return static_cast<std::uint64_t>(d < 0 ? -d : d);
+}
+
+namespace {
+
+// One run's side of the comparison.
+struct Side {
+  char name = 'A';
+  std::unique_ptr<log::RunReader> reader;
+  std::unique_ptr<log::PrefetchReader> prefetch;
+  bool done = false;
+  std::map<std::int32_t, std::map<std::int64_t, Step>> pending;  // complete, waiting for the other run
+  std::size_t pending_count = 0;
+  std::map<std::int32_t, std::int64_t> max_yielded;
+  std::set<std::int32_t> out_of_order;  // ranks whose steps arrived out of step order
+  std::map<std::int32_t, IntervalSet> one_sided;   // complete here, not in the other run
+  std::map<std::int32_t, IntervalSet> unfinished;  // incomplete (or miscounted) here
+  std::set<std::int32_t> ranks;
+};
+
+struct RankFirst {
+  Mismatch mismatch;
+  std::string collective;
+};
+
+struct Comparison {
+  Side a, b;
+  std::map<std::int32_t, RankFirst> firsts;
+  std::map<std::int64_t, std::set<std::string>> collective_inputs_differing;
+  IntervalSet steps_compared;
+  std::set<std::int32_t> ranks_compared;
+  std::uint64_t records = 0;
+};
+
+// Thrown inside the loop when an early decision ("A's step s has no partner")
+// is contradicted by input that arrived out of order; diff_runs then reads
+// again without early decisions.
+struct ReadAgain {};
+
+Mismatch describe(const Step& a, const Step& b, const MismatchAt& at, const Classification& c,
+                  const log::RunReader& ra, const log::RunReader& rb) {
+  Mismatch m;
+  const log::Record* rec_a = at.a >= 0 ? &a.records[static_cast<std::size_t>(at.a)] : nullptr;
+  const log::Record* rec_b = at.b >= 0 ? &b.records[static_cast<std::size_t>(at.b)] : nullptr;
+  const log::Record& r = rec_a != nullptr ? *rec_a : *rec_b;
+  m.rank = a.rank;
+  m.step = a.step;
+  m.seq = r.seq;
+  m.scope = r.scope;
+  m.op = r.op;
+  m.io = r.io_text;
+  m.name = r.name;
+  m.occurrence = rec_a != nullptr ? occurrence_of(a, static_cast<std::size_t>(at.a))
+                                  : occurrence_of(b, static_cast<std::size_t>(at.b));
+  m.kind = at.kind;
+  m.role = c.role;
+  m.detail = at.detail;
+  if (rec_a != nullptr) {
+    m.a = log::to_json(*rec_a);
+    m.a_location = ra.location(*rec_a);
+  }
+  if (rec_b != nullptr) {
+    m.b = log::to_json(*rec_b);
+    m.b_location = rb.location(*rec_b);
+  }
+  if (rec_a != nullptr && rec_b != nullptr && rec_a->scalar && rec_b->scalar &&
+      rec_a->dtype == rec_b->dtype && at.kind == Kind::value) {
+    m.ulp = ulp_distance(rec_a->digest, rec_b->digest);
+  }
+  return m;
+}
+
+void compare(Comparison& cmp, const Step& a, const Step& b) {
+  const StepComparison result = compare_step(a, b);
+  cmp.records += result.records;
+  cmp.steps_compared.insert(a.step);
+  cmp.ranks_compared.insert(a.rank);
+  if (!result.first) return;
+  if (!result.collective_inputs_differing.empty()) {
+    auto& keys = cmp.collective_inputs_differing[a.step];
+    keys.insert(result.collective_inputs_differing.begin(), result.collective_inputs_differing.end());
+  }
+  auto it = cmp.firsts.find(a.rank);
+  if (it != cmp.firsts.end() && it->second.mismatch.step <= a.step) return;
+  const Classification c = classify(a, b, *result.first);
+  cmp.firsts[a.rank] = RankFirst{describe(a, b, *result.first, c, *cmp.a.reader, *cmp.b.reader),
+                                 c.collective};
+}
+
+// Takes one step from side x and pairs it with side y's, or keeps it waiting.
+void take(Comparison& cmp, Side& x, Side& y, Step step, bool early_decisions) {
+  const std::int32_t rank = step.rank;
+  x.ranks.insert(rank);
+  if (step.status != StepStatus::complete) {
+    x.unfinished[rank].insert(step.step);
+    return;
+  }
+  auto [max_it, first_time] = x.max_yielded.try_emplace(rank, step.step);
+  if (!first_time) {
+    if (step.step < max_it->second) {
+      x.out_of_order.insert(rank);
+      auto decided = y.one_sided.find(rank);
+      if (decided != y.one_sided.end() && decided->second.contains(step.step)) throw ReadAgain{};
+    } else {
+      max_it->second = step.step;
+    }
+  }
+  auto& waiting = y.pending[rank];
+  if (auto match = waiting.find(step.step); match != waiting.end()) {
+    const Step& a = x.name == 'A' ? step : match->second;
+    const Step& b = x.name == 'A' ? match->second : step;
+    compare(cmp, a, b);
+    waiting.erase(match);
+    --y.pending_count;
+  } else {
+    x.pending[rank].emplace(step.step, std::move(step));
+    ++x.pending_count;
+  }
+  // Side x has moved past these steps of y in step order, so (while x stays in
+  // order) it will never produce them: y's are one-sided and need not be held.
+  if (early_decisions && !x.out_of_order.contains(rank)) {
+    const std::int64_t passed = x.max_yielded[rank];
+    while (!waiting.empty() && waiting.begin()->first < passed) {
+      y.one_sided[rank].insert(waiting.begin()->first);
+      waiting.erase(waiting.begin());
+      --y.pending_count;
+    }
+  }
+}
+
+Result<void> read_both(Comparison& cmp, bool early_decisions) {
+  while (!cmp.a.done || !cmp.b.done) {
+    const bool pick_a = cmp.b.done || (!cmp.a.done && cmp.a.pending_count <= cmp.b.pending_count);
+    Side& x = pick_a ? cmp.a : cmp.b;
+    Side& y = pick_a ? cmp.b : cmp.a;
+    auto next = x.prefetch->next();
+    if (!next) return next.error();
+    if (!*next) {
+      x.done = true;
+      continue;
+    }
+    take(cmp, x, y, std::move(**next), early_decisions);
+  }
+  for (Side* side : {&cmp.a, &cmp.b}) {
+    for (auto& [rank, steps] : side->pending) {
+      for (auto& [step, records] : steps) side->one_sided[rank].insert(step);
+    }
+    side->pending.clear();
+  }
+  return {};
+}
+
+std::string rank_list(const std::vector<std::int32_t>& ranks) {
+  IntervalSet set;
+  for (auto r : ranks) set.insert(r);
+  return (ranks.size() == 1 ? "rank " : "ranks ") + set.to_string();
+}
+
+// "steps 0-4 only in run A (ranks 0-3)", grouping ranks that share a step set.
+void note_step_sets(std::vector<std::string>& notes, const std::map<std::int32_t, IntervalSet>& sets,
+                    const std::string& what) {
+  std::map<std::string, std::vector<std::int32_t>> groups;
+  for (const auto& [rank, steps] : sets) {
+    if (!steps.empty()) groups[steps.to_string()].push_back(rank);
+  }
+  for (const auto& [steps, ranks] : groups) {
+    notes.push_back("step" + std::string(steps.find_first_of(",-") == std::string::npos ? " " : "s ") +
+                    steps + " " + what + " (" + rank_list(ranks) + ")");
+  }
+}
+
+Result<Report> diff_once(const std::string& run_a, const std::string& run_b, bool early_decisions) {
+  Comparison cmp;
+  cmp.a.name = 'A';
+  cmp.b.name = 'B';
+  auto ra = log::RunReader::open(run_a);
+  if (!ra) return ra.error();
+  auto rb = log::RunReader::open(run_b);
+  if (!rb) return rb.error();
+  cmp.a.reader = std::move(*ra);
+  cmp.b.reader = std::move(*rb);
+  const log::Header& ha = cmp.a.reader->header();
+  const log::Header& hb = cmp.b.reader->header();
+  if (ha.hash != hb.hash) {
+    return Error{"runs cannot be compared: " + run_a + " fingerprints with \"" + ha.hash + "\", " +
+                 run_b + " with \"" + hb.hash + "\""};
+  }
+  if (ha.world_size != hb.world_size) {
+    return Error{"runs cannot be compared: " + run_a + " has world_size " +
+                 std::to_string(ha.world_size) + ", " + run_b + " has " + std::to_string(hb.world_size)};
+  }
+  cmp.a.prefetch = std::make_unique<log::PrefetchReader>(*cmp.a.reader);
+  cmp.b.prefetch = std::make_unique<log::PrefetchReader>(*cmp.b.reader);
+  auto read = read_both(cmp, early_decisions);
+  cmp.a.prefetch.reset();  // the readers are ours again
+  cmp.b.prefetch.reset();
+  if (!read) return read.error();
+
+  Report report;
+  report.run_a = run_a;
+  report.run_b = run_b;
+  compare_headers(ha, hb, report);
+  for (const std::string& n : cmp.a.reader->notes()) report.notes.push_back("run A: " + n);
+  for (const std::string& n : cmp.b.reader->notes()) report.notes.push_back("run B: " + n);
+
+  // Steps not compared, and why.
+  std::map<std::int32_t, IntervalSet> only_a, only_b, unfinished_a, unfinished_b;
+  for (auto& [rank, steps] : cmp.a.one_sided) {
+    for (auto [lo, hi] : steps.intervals()) {
+      for (auto s = lo; s <= hi; ++s) {
+        if (cmp.b.unfinished[rank].contains(s)) continue;
+        only_a[rank].insert(s);
+      }
+    }
+  }
+  for (auto& [rank, steps] : cmp.b.one_sided) {
+    for (auto [lo, hi] : steps.intervals()) {
+      for (auto s = lo; s <= hi; ++s) {
+        if (cmp.a.unfinished[rank].contains(s)) continue;
+        only_b[rank].insert(s);
+      }
+    }
+  }
+  note_step_sets(report.notes, only_a, "only in run A, not compared");
+  note_step_sets(report.notes, only_b, "only in run B, not compared");
+  note_step_sets(report.notes, cmp.a.unfinished, "incomplete in run A (no end record or a wrong count), excluded");
+  note_step_sets(report.notes, cmp.b.unfinished, "incomplete in run B (no end record or a wrong count), excluded");
+  for (auto [side, other, label] : {std::tuple{&cmp.a, &cmp.b, "A"}, std::tuple{&cmp.b, &cmp.a, "B"}}) {
+    std::vector<std::int32_t> lonely;
+    for (auto rank : side->ranks) {
+      if (!other->ranks.contains(rank)) lonely.push_back(rank);
+    }
+    if (!lonely.empty()) report.notes.push_back(rank_list(lonely) + " only in run " + label + ", not compared");
+  }
+
+  if (cmp.steps_compared.empty()) {
+    return Error{"runs cannot be compared: " + run_a + " and " + run_b +
+                 " have no complete step in common (" +
+                 (report.notes.empty() ? std::string("no steps") : report.notes.front()) + ")"};
+  }
+  report.compared.first_step = cmp.steps_compared.min();
+  report.compared.last_step = cmp.steps_compared.max();
+  report.compared.steps = cmp.steps_compared.size();
+  report.compared.ranks = static_cast<std::int64_t>(cmp.ranks_compared.size());
+  report.compared.records = cmp.records;
+
+  // A collective whose own inputs matched passed on another rank's divergence.
+  for (auto& [rank, first] : cmp.firsts) {
+    if (first.collective.empty()) continue;
+    auto it = cmp.collective_inputs_differing.find(first.mismatch.step);
+    if (it != cmp.collective_inputs_differing.end() && it->second.contains(first.collective)) {
+      first.mismatch.role = Role::receiver;
+    }
+  }
+  auto precedence = [](Role role) { return role == Role::origin ? 0 : role == Role::unknown ? 1 : 2; };
+  for (auto& [rank, first] : cmp.firsts) {
+    report.ranks.push_back(first.mismatch);
+    const Mismatch& m = report.ranks.back();
+    if (!report.first || std::tuple(m.step, precedence(m.role), m.rank) <
+                             std::tuple(report.first->step, precedence(report.first->role),
+                                        report.first->rank)) {
+      report.first = m;
+    }
+  }
+  return report;
+}
+
+}  // namespace
+
+Result<Report> diff_runs(const std::string& run_a, const std::string& run_b) {
+  try {
+    return diff_once(run_a, run_b, /*early_decisions=*/true);
+  } catch (const ReadAgain&) {
+    auto report = diff_once(run_a, run_b, /*early_decisions=*/false);
+    if (report) report->notes.push_back("steps arrived out of order; both runs were read again holding every step");
+    return report;
+  }
+}
+
+}  // namespace dtrace::diff

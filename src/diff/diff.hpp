@@ -1,0 +1,80 @@
+// `dtrace diff` (DESIGN.md §4): the first divergence between two runs, every
+// diverged rank's own first mismatch and role, what was compared, and the
+// header differences that are the first suspects.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "log/record.hpp"
+#include "util/result.hpp"
+
+namespace dtrace::diff {
+
+enum class Kind { value, structure };
+// origin: inputs matched, output differs. receiver: an input already differed.
+// unknown: nothing recorded says which (an input record, state, a metric, an op
+// without recorded inputs).
+enum class Role { origin, receiver, unknown };
+
+std::string_view kind_name(Kind kind);
+std::string_view role_name(Role role);
+
+// One rank's first mismatch.
+struct Mismatch {
+  std::int32_t rank = 0;
+  std::int64_t step = 0;
+  std::int64_t seq = 0;
+  std::string scope, op, io, name;
+  int occurrence = 0;
+  Kind kind = Kind::value;
+  Role role = Role::unknown;
+  nlohmann::json a;  // the record as read from run A, null when A lacks it
+  nlohmann::json b;
+  std::string a_location, b_location;  // FILE:LINE, empty when absent
+  std::optional<std::uint64_t> ulp;    // scalars of one dtype, neither NaN
+  std::string detail;                  // what differs, in words
+};
+
+struct HeaderDifference {
+  std::string section;  // "env", "config", or a top-level header field
+  std::string key;      // dotted path inside the section
+  nlohmann::json a, b;  // null when absent on that side
+};
+
+// A header env value that DESIGN.md §6 rejects, in either run.
+struct EnvFlag {
+  char run = 'A';
+  std::string key, value, reason;
+};
+
+struct Compared {
+  std::int64_t first_step = 0, last_step = -1;
+  std::int64_t steps = 0;  // distinct steps compared on at least one rank
+  std::int64_t ranks = 0;
+  std::uint64_t records = 0;
+};
+
+struct Report {
+  std::string run_a, run_b;
+  std::optional<Mismatch> first;
+  std::vector<Mismatch> ranks;  // every diverged rank, by rank
+  Compared compared;
+  std::vector<std::string> notes;
+  std::vector<HeaderDifference> header_differences;
+  std::vector<EnvFlag> env_flags;
+  bool diverged() const { return first.has_value(); }
+};
+
+// Reads both runs and compares them. Trouble (unreadable or malformed input,
+// runs that cannot be compared) is an Error naming the file and line or run.
+Result<Report> diff_runs(const std::string& run_a, const std::string& run_b);
+
+// ULP distance between two scalars' bit patterns of the same width; nullopt for
+// NaN or differing widths. Exposed for tests.
+std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Digest& b);
+
+}  // namespace dtrace::diff
