@@ -368,7 +368,8 @@ void adamw(const AdamW& hp, float* params, const float* grads, float* m, float* 
 
 void gemm_splitk(const float* x, const float* w, const float* b, int M, int K, int N, float* y,
                  Chaos& chaos) {
-  constexpr int kChunk = 32;
+  // Eight partials at most sizes: enough that the order of their sum matters.
+  const int kChunk = std::max(1, (K + 7) / 8);
   const int chunks = (K + kChunk - 1) / kChunk;
   std::vector<float> partial(static_cast<std::size_t>(chunks) * N);
   std::vector<int> order(chunks);

@@ -82,7 +82,7 @@ void adamw(const AdamW& hp, float* params, const float* grads, float* m, float* 
 
 // ---- planted variants (`--nondet`) ----
 
-// splitk: K split in chunks whose partial products are added in chaos order.
+// splitk: K split in (up to) eight chunks whose partial products are added in chaos order.
 void gemm_splitk(const float* x, const float* w, const float* b, int M, int K, int N, float* y,
                  Chaos& chaos);
 // autotune's second configuration: the K loop split into two interleaved halves.
