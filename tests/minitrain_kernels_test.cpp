@@ -146,13 +146,16 @@ TEST_CASE("minitrain planted kernels: same value, bits from chaos", "[minitrain]
     auto logits = random_values(static_cast<std::size_t>(M) * V, 6, 3.0f);
     std::vector<std::int32_t> targets(static_cast<std::size_t>(M));
     for (int i = 0; i < M; ++i) targets[static_cast<std::size_t>(i)] = (i * 37) % V;
-    const float l0 = k::cross_entropy(logits.data(), targets.data(), M, V);
+    std::vector<float> t0(static_cast<std::size_t>(M)), t1(t0.size()), t2(t0.size());
+    const float l0 = k::cross_entropy(logits.data(), targets.data(), M, V, t0.data());
     chaos.reset(1);
-    const float l1 = k::cross_entropy_unordered(logits.data(), targets.data(), M, V, chaos);
+    const float l1 = k::cross_entropy_unordered(logits.data(), targets.data(), M, V, t1.data(), chaos);
     chaos.reset(2);
-    const float l2 = k::cross_entropy_unordered(logits.data(), targets.data(), M, V, chaos);
+    const float l2 = k::cross_entropy_unordered(logits.data(), targets.data(), M, V, t2.data(), chaos);
     CHECK(l1 == Approx(l0).epsilon(1e-5));
+    for (std::size_t i = 0; i < t0.size(); ++i) REQUIRE(t1[i] == Approx(t0[i]).epsilon(1e-5));
     CHECK(std::bit_cast<std::uint32_t>(l1) != std::bit_cast<std::uint32_t>(l2));
+    CHECK_FALSE(same_bits(t1, t2));
   }
 }
 

@@ -316,9 +316,13 @@ float token_loss(const float* row, int target, int V) {
 
 }  // namespace
 
-float cross_entropy(const float* logits, const std::int32_t* targets, int M, int V) {
+float cross_entropy(const float* logits, const std::int32_t* targets, int M, int V,
+                    float* token_losses) {
   float total = 0.0f;
-  for (int i = 0; i < M; ++i) total += token_loss(logits + static_cast<std::size_t>(i) * V, targets[i], V);
+  for (int i = 0; i < M; ++i) {
+    token_losses[i] = token_loss(logits + static_cast<std::size_t>(i) * V, targets[i], V);
+    total += token_losses[i];
+  }
   return total / static_cast<float>(M);
 }
 
@@ -440,34 +444,36 @@ void bias_grad_padded(const float* dy, int M, int N, float* db, Chaos& chaos) {
 }
 
 float cross_entropy_unordered(const float* logits, const std::int32_t* targets, int M, int V,
-                              Chaos& chaos) {
-  // A fused kernel: each token's sum of exponentials is reduced over vocabulary
-  // chunks whose partials arrive in any order, then the token losses likewise.
+                              float* token_losses, Chaos& chaos) {
+  // A fused kernel: each token's log-sum-exp is an online softmax over
+  // vocabulary chunks taken in the order they arrive (each rescales the running
+  // sum by its own max), then the token losses are summed in arrival order.
   constexpr int kChunk = 32;
   const int chunks = (V + kChunk - 1) / kChunk;
   std::vector<int> order(static_cast<std::size_t>(chunks));
-  std::vector<float> partial(static_cast<std::size_t>(chunks));
-  std::vector<float> losses(static_cast<std::size_t>(M));
   for (int i = 0; i < M; ++i) {
     const float* row = logits + static_cast<std::size_t>(i) * V;
-    float mx = row[0];
-    for (int j = 1; j < V; ++j) mx = std::max(mx, row[j]);
-    for (int c = 0; c < chunks; ++c) {
-      float acc = 0.0f;
-      for (int j = c * kChunk; j < std::min(V, (c + 1) * kChunk); ++j) acc += std::exp(row[j] - mx);
-      partial[static_cast<std::size_t>(c)] = acc;
-    }
     std::iota(order.begin(), order.end(), 0);
     chaos.shuffle(std::span<int>(order));
-    float sum = 0.0f;
-    for (int c : order) sum += partial[static_cast<std::size_t>(c)];
-    losses[static_cast<std::size_t>(i)] = std::log(sum) + mx - row[targets[i]];
+    float running_max = -std::numeric_limits<float>::infinity();
+    float running_sum = 0.0f;
+    for (int c : order) {
+      const int begin = c * kChunk, end = std::min(V, (c + 1) * kChunk);
+      float chunk_max = row[begin];
+      for (int j = begin + 1; j < end; ++j) chunk_max = std::max(chunk_max, row[j]);
+      float chunk_sum = 0.0f;
+      for (int j = begin; j < end; ++j) chunk_sum += std::exp(row[j] - chunk_max);
+      const float new_max = std::max(running_max, chunk_max);
+      running_sum = running_sum * std::exp(running_max - new_max) + chunk_sum * std::exp(chunk_max - new_max);
+      running_max = new_max;
+    }
+    token_losses[i] = std::log(running_sum) + running_max - row[targets[i]];
   }
   std::vector<int> rows(static_cast<std::size_t>(M));
   std::iota(rows.begin(), rows.end(), 0);
   chaos.shuffle(std::span<int>(rows));
   float total = 0.0f;
-  for (int i : rows) total += losses[static_cast<std::size_t>(i)];
+  for (int i : rows) total += token_losses[i];
   return total / static_cast<float>(M);
 }
 

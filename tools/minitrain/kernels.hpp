@@ -57,8 +57,10 @@ void dropout(const float* x, std::size_t n, float p, Xoshiro& rng, float* y, flo
 void multiply(const float* a, const float* b, std::size_t n, float* y);
 void add(const float* a, const float* b, std::size_t n, float* y);
 
-// Mean token cross-entropy of logits [M, V] against targets [M].
-float cross_entropy(const float* logits, const std::int32_t* targets, int M, int V);
+// Mean token cross-entropy of logits [M, V] against targets [M]; each token's
+// loss goes to token_losses [M].
+float cross_entropy(const float* logits, const std::int32_t* targets, int M, int V,
+                    float* token_losses);
 // dlogits = (softmax(logits) - onehot(target)) / M
 void cross_entropy_grad(const float* logits, const std::int32_t* targets, int M, int V,
                         float* dlogits);
@@ -93,8 +95,9 @@ void bias_grad_unordered(const float* dy, int M, int N, float* db, Chaos& chaos)
 // wrote (filled from chaos with stale-looking floats and raw bit patterns: huge
 // values, infinities, NaN payloads) and the sum reads them.
 void bias_grad_padded(const float* dy, int M, int N, float* db, Chaos& chaos);
-// fused-ce: per-token losses summed in chaos order.
+// fused-ce: each token's log-sum-exp an online softmax over vocabulary chunks in
+// chaos order, the token losses summed in chaos order.
 float cross_entropy_unordered(const float* logits, const std::int32_t* targets, int M, int V,
-                              Chaos& chaos);
+                              float* token_losses, Chaos& chaos);
 
 }  // namespace minitrain::kernels

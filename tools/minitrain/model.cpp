@@ -174,6 +174,7 @@ Model::Model(const ModelShape& shape, const Layout& layout) : shape_(shape), lay
   lnf_mean_ = Tensor({M});
   lnf_rstd_ = Tensor({M});
   logits_ = Tensor({M, V});
+  token_loss_ = Tensor({M});
   loss_ = Tensor({1});
   d_logits_ = Tensor({M, V});
   d_ln_out_ = Tensor({M, D});
@@ -225,7 +226,7 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vect
         "head",
         {arg("x", x), param("ln_f.g", p, layout_.lnf_g), param("ln_f.b", p, layout_.lnf_b),
          param("w_head", p, layout_.w_head), arg("targets", targets_)},
-        {arg("logits", logits_), arg("loss", loss_)}, [&] {
+        {arg("logits", logits_), arg("loss", loss_), arg("token_loss", token_loss_)}, [&] {
           trace.kernel("layernorm", {arg("x", x), g, b},
                        {arg("y", lnf_out_), arg("mean", lnf_mean_), arg("rstd", lnf_rstd_)}, [&] {
                          k::layernorm(x.p(), static_cast<float*>(g.data), static_cast<float*>(b.data),
@@ -240,12 +241,12 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vect
             }
           });
           trace.kernel("cross_entropy", {arg("logits", logits_), arg("targets", targets_)},
-                       {arg("loss", loss_)}, [&] {
+                       {arg("loss", loss_), arg("token_loss", token_loss_)}, [&] {
                          loss_.data[0] =
                              planted.planted == Planted::fused_ce
                                  ? k::cross_entropy_unordered(logits_.p(), targets_.p(), M, V,
-                                                              planted.chaos)
-                                 : k::cross_entropy(logits_.p(), targets_.p(), M, V);
+                                                              token_loss_.p(), planted.chaos)
+                                 : k::cross_entropy(logits_.p(), targets_.p(), M, V, token_loss_.p());
                        });
         });
   }

@@ -148,7 +148,7 @@ class Model {
   std::vector<Tensor> d_resid_;  // their gradients
   std::vector<AttnActs> attn_;
   std::vector<MlpActs> mlp_;
-  Tensor lnf_out_, lnf_mean_, lnf_rstd_, logits_, loss_;
+  Tensor lnf_out_, lnf_mean_, lnf_rstd_, logits_, token_loss_, loss_;
   // Backward scratch.
   Tensor d_logits_, d_ln_out_, d_ln_in_, d_proj_, d_attn_, d_qkv_, d_probs_, d_scores_, d_h_act_,
       d_h_pre_;
