@@ -13,8 +13,8 @@ minitrain="$build/tools/minitrain/minitrain"
 out=testdata/minitrain
 rm -rf "$out"
 mkdir -p "$out"
-tiny=(--d-model 16 --layers 1 --heads 2 --seq 8 --batch 2 --corpus testdata/corpus.txt)
-run() { "$minitrain" "${tiny[@]}" "$@" >/dev/null; }
+tiny=(--d-model 16 --layers 1 --heads 2 --seq 8 --corpus testdata/corpus.txt)
+run() { "$minitrain" "${tiny[@]}" --batch "${BATCH:-2}" "$@" >/dev/null; }
 
 # Two runs with the same seed: identical (dtrace diff exit 0).
 run --steps 3 --ranks 2 --level step --out "$out/same-a"
@@ -24,6 +24,7 @@ run --steps 3 --ranks 2 --level step --out "$out/same-b"
 run --steps 2 --level layer --nondet splitk --chaos-seed 1 --out "$out/splitk-a"
 run --steps 2 --level layer --nondet splitk --chaos-seed 2 --out "$out/splitk-b"
 # fused-ce planted: only the loss metric differs; parameters never do.
-run --steps 3 --level step --nondet fused-ce --chaos-seed 1 --out "$out/fused-ce-a"
-run --steps 3 --level step --nondet fused-ce --chaos-seed 2 --out "$out/fused-ce-b"
+# (--batch 8: with 16 tokens the reordered sum too often rounds the same way.)
+BATCH=8 run --steps 3 --level step --nondet fused-ce --chaos-seed 1 --out "$out/fused-ce-a"
+BATCH=8 run --steps 3 --level step --nondet fused-ce --chaos-seed 2 --out "$out/fused-ce-b"
 du -sh "$out"
