@@ -1,7 +1,6 @@
 // minitrain checkpoints: exact round trip, the newest one found, and every kind
 // of bad file refused with a message naming it.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 
@@ -31,7 +30,8 @@ TEST_CASE("minitrain checkpoint round trip and newest", "[minitrain]") {
   test_support::TempDir dir;
   mt::ModelShape shape;
   shape.d_model = 16;
-  for (std::int64_t step : {4, 8, 12}) mt::write_checkpoint(dir / "ck", shape, sample_state(shape, step));
+  for (std::int64_t step : {4, 8, 12})
+    mt::write_checkpoint(dir / "ck", shape, sample_state(shape, step));
   std::ofstream(dir / "ck/ckpt-00000016.bin.tmp") << "a torn write";
 
   CHECK(mt::newest_checkpoint(dir / "ck", std::nullopt) == 12);
@@ -61,10 +61,12 @@ TEST_CASE("minitrain refuses bad checkpoints", "[minitrain]") {
   SECTION("another model shape") {
     mt::ModelShape other = shape;
     other.n_layer = 3;
-    CHECK_THROWS_WITH(mt::read_checkpoint(path, other, 2), Catch::Contains("another configuration"));
+    CHECK_THROWS_WITH(mt::read_checkpoint(path, other, 2),
+                      Catch::Contains("another configuration"));
   }
   SECTION("another world size") {
-    CHECK_THROWS_WITH(mt::read_checkpoint(path, shape, 4), Catch::Contains("another configuration"));
+    CHECK_THROWS_WITH(mt::read_checkpoint(path, shape, 4),
+                      Catch::Contains("another configuration"));
   }
   SECTION("a flipped byte") {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -79,9 +81,11 @@ TEST_CASE("minitrain refuses bad checkpoints", "[minitrain]") {
   }
   SECTION("not a checkpoint") {
     std::ofstream(path, std::ios::trunc) << "hello";
-    CHECK_THROWS_WITH(mt::read_checkpoint(path, shape, 2), Catch::Contains("not a minitrain checkpoint"));
+    CHECK_THROWS_WITH(mt::read_checkpoint(path, shape, 2),
+                      Catch::Contains("not a minitrain checkpoint"));
   }
   SECTION("missing") {
-    CHECK_THROWS_WITH(mt::read_checkpoint(dir / "nope.bin", shape, 2), Catch::Contains("cannot open"));
+    CHECK_THROWS_WITH(mt::read_checkpoint(dir / "nope.bin", shape, 2),
+                      Catch::Contains("cannot open"));
   }
 }

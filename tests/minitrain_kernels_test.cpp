@@ -1,9 +1,8 @@
 // minitrain's arithmetic: the backward pass is the derivative of the forward
 // pass (finite differences through the whole model), and each planted kernel
 // computes the same value as its ordered twin while its bits depend on chaos.
-#include <catch2/catch.hpp>
-
 #include <bit>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -99,7 +98,8 @@ TEST_CASE("minitrain planted kernels: same value, bits from chaos", "[minitrain]
   const int M = 128, K = 256, N = 64;
   auto x = random_values(static_cast<std::size_t>(M) * K, 3);
   auto w = random_values(static_cast<std::size_t>(K) * N, 4);
-  std::vector<float> ref(static_cast<std::size_t>(M) * N), a(ref.size()), b(ref.size()), c(ref.size());
+  std::vector<float> ref(static_cast<std::size_t>(M) * N), a(ref.size()), b(ref.size()),
+      c(ref.size());
   k::gemm(x.data(), w.data(), nullptr, M, K, N, ref.data());
   mt::Chaos chaos;
 
@@ -149,9 +149,11 @@ TEST_CASE("minitrain planted kernels: same value, bits from chaos", "[minitrain]
     std::vector<float> t0(static_cast<std::size_t>(M)), t1(t0.size()), t2(t0.size());
     const float l0 = k::cross_entropy(logits.data(), targets.data(), M, V, t0.data());
     chaos.reset(1);
-    const float l1 = k::cross_entropy_unordered(logits.data(), targets.data(), M, V, t1.data(), chaos);
+    const float l1 =
+        k::cross_entropy_unordered(logits.data(), targets.data(), M, V, t1.data(), chaos);
     chaos.reset(2);
-    const float l2 = k::cross_entropy_unordered(logits.data(), targets.data(), M, V, t2.data(), chaos);
+    const float l2 =
+        k::cross_entropy_unordered(logits.data(), targets.data(), M, V, t2.data(), chaos);
     CHECK(l1 == Approx(l0).epsilon(1e-5));
     for (std::size_t i = 0; i < t0.size(); ++i) REQUIRE(t1[i] == Approx(t0[i]).epsilon(1e-5));
     CHECK(std::bit_cast<std::uint32_t>(l1) != std::bit_cast<std::uint32_t>(l2));
@@ -163,7 +165,8 @@ TEST_CASE("minitrain all-reduce: ring order is fixed, arrival order is not", "[m
   const int R = 4;
   const std::size_t n = 4096;
   std::vector<std::vector<float>> in;
-  for (int r = 0; r < R; ++r) in.push_back(random_values(n, 10 + static_cast<std::uint64_t>(r), 1e3f));
+  for (int r = 0; r < R; ++r)
+    in.push_back(random_values(n, 10 + static_cast<std::uint64_t>(r), 1e3f));
   auto reduce = [&](std::optional<std::uint64_t> chaos_key) {
     mt::Comm comm(R);
     std::vector<std::vector<float>> out(R, std::vector<float>(n));
@@ -172,8 +175,9 @@ TEST_CASE("minitrain all-reduce: ring order is fixed, arrival order is not", "[m
       threads.emplace_back([&, r] {
         mt::Chaos chaos;
         if (chaos_key) chaos.reset(*chaos_key);
-        comm.allreduce_mean(r, in[static_cast<std::size_t>(r)].data(), out[static_cast<std::size_t>(r)].data(),
-                            n, chaos_key ? &chaos : nullptr);
+        comm.allreduce_mean(r, in[static_cast<std::size_t>(r)].data(),
+                            out[static_cast<std::size_t>(r)].data(), n,
+                            chaos_key ? &chaos : nullptr);
       });
     }
     for (auto& t : threads) t.join();

@@ -4,7 +4,6 @@
 // which holds only if every layer declares all it reads (weights, saved
 // activations, RNG state) and every kernel all its inputs.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,11 +20,12 @@ namespace mt = minitrain;
 
 namespace {
 
-using Identity = std::tuple<int, std::string, std::string, std::string, std::string>;  // rank scope op io name
+using Identity =
+    std::tuple<int, std::string, std::string, std::string, std::string>;  // rank scope op io name
 
 struct Log {
-  std::map<Identity, std::string> step_records;              // of one step
-  std::map<int, std::map<Identity, std::string>> by_step;    // step -> records
+  std::map<Identity, std::string> step_records;            // of one step
+  std::map<int, std::map<Identity, std::string>> by_step;  // step -> records
 };
 
 Log read_log(const std::string& path) {
@@ -36,7 +36,8 @@ Log read_log(const std::string& path) {
     const auto j = nlohmann::json::parse(line);
     if (!j.contains("scope") || j["io"] == "timing") continue;
     const Identity id{j["rank"].get<int>(), j["scope"], j["op"], j["io"], j["name"]};
-    const std::string value = j.contains("hash") ? j["hash"].get<std::string>() : j["bits"].get<std::string>();
+    const std::string value =
+        j.contains("hash") ? j["hash"].get<std::string>() : j["bits"].get<std::string>();
     log.by_step[j["step"].get<int>()][id] = value;
   }
   return log;
@@ -58,7 +59,8 @@ mt::Config small_config(const std::string& corpus, const std::string& ckpt) {
 
 std::string write_corpus(const test_support::TempDir& dir) {
   std::ofstream out(dir / "corpus.txt");
-  for (int i = 0; i < 50; ++i) out << "Line " << i << ": the tide came in late and the gulls flew inland.\n";
+  for (int i = 0; i < 50; ++i)
+    out << "Line " << i << ": the tide came in late and the gulls flew inland.\n";
   return dir / "corpus.txt";
 }
 
@@ -91,7 +93,8 @@ TEST_CASE("minitrain runs every layer and every op alone from a capture", "[mini
       ops.emplace(scope, op);
     }
   }
-  CHECK(layers.size() == 4 + 4 + 6);  // 2 layers x (attn, mlp) x (fwd, bwd) + embed, head x 2, comm, opt
+  CHECK(layers.size() ==
+        4 + 4 + 6);  // 2 layers x (attn, mlp) x (fwd, bwd) + embed, head x 2, comm, opt
   CHECK(ops.size() > 80);
 
   int run_number = 0;
@@ -114,15 +117,17 @@ TEST_CASE("minitrain runs every layer and every op alone from a capture", "[mini
     for (const auto& [repetition, records] : isolated.by_step) {
       CHECK(!records.empty());
       for (const auto& [id, value] : records) {
-        INFO(std::get<1>(id) << " " << std::get<2>(id) << " " << std::get<3>(id) << " " << std::get<4>(id)
-                             << " rank " << std::get<0>(id) << " repetition " << repetition);
+        INFO(std::get<1>(id) << " " << std::get<2>(id) << " " << std::get<3>(id) << " "
+                             << std::get<4>(id) << " rank " << std::get<0>(id) << " repetition "
+                             << repetition);
         REQUIRE(step.count(id) == 1);
         CHECK(step.at(id) == value);
       }
     }
   };
   for (const auto& layer : layers) check_against_replay(layer, isolate(layer, 1));
-  for (const auto& [scope, op] : ops) check_against_replay(scope + "::" + op, isolate(scope + "::" + op, 1));
+  for (const auto& [scope, op] : ops)
+    check_against_replay(scope + "::" + op, isolate(scope + "::" + op, 1));
 
   SECTION("K repetitions are recorded as steps 0..K-1") {
     const auto isolated = isolate("fwd/layer.1/mlp::gemm_fc2", 3);
@@ -131,7 +136,8 @@ TEST_CASE("minitrain runs every layer and every op alone from a capture", "[mini
   }
 }
 
-TEST_CASE("minitrain planted op gives different outputs in every isolated repetition", "[minitrain][replay]") {
+TEST_CASE("minitrain planted op gives different outputs in every isolated repetition",
+          "[minitrain][replay]") {
   test_support::TempDir dir;
   mt::Config config = small_config(write_corpus(dir), dir / "ck");
   config.planted = mt::Planted::splitk;

@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kMagic[16] = {'M', 'I', 'N', 'I', 'T', 'R', 'A', 'I', 'N', '-', 'C', 'K', 'P', 'T', '/', '1'};
+constexpr char kMagic[16] = {'M', 'I', 'N', 'I', 'T', 'R', 'A', 'I',
+                             'N', '-', 'C', 'K', 'P', 'T', '/', '1'};
 
 std::vector<std::int64_t> shape_words(const ModelShape& s, std::int64_t world_size) {
   return {s.vocab, s.d_model, s.n_layer, s.n_head, s.seq, s.batch, world_size};
@@ -29,7 +30,9 @@ class Writer {
     bytes_.insert(bytes_.end(), p, p + items.size_bytes());
   }
   template <class T>
-  void put_one(const T& item) { put(std::span<const T>(&item, 1)); }
+  void put_one(const T& item) {
+    put(std::span<const T>(&item, 1));
+  }
   std::vector<char>& bytes() { return bytes_; }
 
  private:
@@ -38,7 +41,8 @@ class Writer {
 
 class Reader {
  public:
-  Reader(std::vector<char> bytes, std::string path) : bytes_(std::move(bytes)), path_(std::move(path)) {}
+  Reader(std::vector<char> bytes, std::string path)
+      : bytes_(std::move(bytes)), path_(std::move(path)) {}
   template <class T>
   void get(std::span<T> items) {
     if (bytes_.size() - pos_ < items.size_bytes()) fail("truncated");

@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 void validate(const Config& c, bool replaying) {
   const ModelShape& s = c.shape;
   auto positive = [](const char* flag, std::int64_t v) {
-    if (v < 1) throw Error(std::string(flag) + " must be at least 1 (got " + std::to_string(v) + ")");
+    if (v < 1)
+      throw Error(std::string(flag) + " must be at least 1 (got " + std::to_string(v) + ")");
   };
   positive("--d-model", s.d_model);
   positive("--layers", s.n_layer);
@@ -65,7 +66,9 @@ std::string config_json(const Config& c) {
 }
 
 std::vector<std::string> replay_argv(const Config& c, const std::string& executable) {
-  auto abs = [](const std::string& p) { return p.empty() ? p : fs::absolute(p).lexically_normal().string(); };
+  auto abs = [](const std::string& p) {
+    return p.empty() ? p : fs::absolute(p).lexically_normal().string();
+  };
   auto num = [](auto v) { return std::to_string(v); };
   auto real = [](float v) {
     char text[32];
@@ -74,27 +77,42 @@ std::vector<std::string> replay_argv(const Config& c, const std::string& executa
   };
   std::vector<std::string> argv = {
       executable,
-      "--steps", num(c.steps),
-      "--ranks", num(c.ranks),
-      "--level", std::string(dtrace::level_name(c.level)),
-      "--seed", num(c.seed),
-      "--corpus", abs(c.corpus),
-      "--d-model", num(c.shape.d_model),
-      "--layers", num(c.shape.n_layer),
-      "--heads", num(c.shape.n_head),
-      "--seq", num(c.shape.seq),
-      "--batch", num(c.shape.batch),
-      "--dropout", real(c.shape.dropout),
-      "--lr", real(c.adamw.lr),
+      "--steps",
+      num(c.steps),
+      "--ranks",
+      num(c.ranks),
+      "--level",
+      std::string(dtrace::level_name(c.level)),
+      "--seed",
+      num(c.seed),
+      "--corpus",
+      abs(c.corpus),
+      "--d-model",
+      num(c.shape.d_model),
+      "--layers",
+      num(c.shape.n_layer),
+      "--heads",
+      num(c.shape.n_head),
+      "--seq",
+      num(c.shape.seq),
+      "--batch",
+      num(c.shape.batch),
+      "--dropout",
+      real(c.shape.dropout),
+      "--lr",
+      real(c.adamw.lr),
   };
   if (!c.out.empty()) argv.insert(argv.end(), {"--out", abs(c.out)});
-  if (!c.checkpoint_dir.empty()) argv.insert(argv.end(), {"--checkpoint-dir", abs(c.checkpoint_dir)});
-  if (c.checkpoint_every > 0) argv.insert(argv.end(), {"--checkpoint-every", num(c.checkpoint_every)});
+  if (!c.checkpoint_dir.empty())
+    argv.insert(argv.end(), {"--checkpoint-dir", abs(c.checkpoint_dir)});
+  if (c.checkpoint_every > 0)
+    argv.insert(argv.end(), {"--checkpoint-every", num(c.checkpoint_every)});
   if (c.resume) {
     argv.push_back("--resume");
     if (c.resume_step) argv.insert(argv.end(), {"--resume-step", num(*c.resume_step)});
   }
-  if (c.planted != Planted::none) argv.insert(argv.end(), {"--nondet", std::string(planted_name(c.planted))});
+  if (c.planted != Planted::none)
+    argv.insert(argv.end(), {"--nondet", std::string(planted_name(c.planted))});
   if (c.chaos_seed) argv.insert(argv.end(), {"--chaos-seed", num(*c.chaos_seed)});
   argv.push_back(c.deterministic_mode ? "--deterministic-mode" : "--no-deterministic-mode");
   return argv;

@@ -3,9 +3,8 @@
 // and as the replay argv (DESIGN.md §5) that reruns exactly this configuration.
 #pragma once
 
-#include <dtrace/recorder.hpp>
-
 #include <cstdint>
+#include <dtrace/recorder.hpp>
 #include <optional>
 #include <string>
 #include <vector>

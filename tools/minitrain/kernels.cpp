@@ -137,11 +137,17 @@ namespace {
 
 struct Heads {
   int B, T, H, D, hd;
-  std::size_t q(int b, int t, int h) const { return (static_cast<std::size_t>(b) * T + t) * 3 * D + h * hd; }
+  std::size_t q(int b, int t, int h) const {
+    return (static_cast<std::size_t>(b) * T + t) * 3 * D + h * hd;
+  }
   std::size_t k(int b, int t, int h) const { return q(b, t, h) + D; }
   std::size_t v(int b, int t, int h) const { return q(b, t, h) + 2 * D; }
-  std::size_t row(int b, int h, int t) const { return ((static_cast<std::size_t>(b) * H + h) * T + t) * T; }
-  std::size_t out(int b, int t, int h) const { return (static_cast<std::size_t>(b) * T + t) * D + h * hd; }
+  std::size_t row(int b, int h, int t) const {
+    return ((static_cast<std::size_t>(b) * H + h) * T + t) * T;
+  }
+  std::size_t out(int b, int t, int h) const {
+    return (static_cast<std::size_t>(b) * T + t) * D + h * hd;
+  }
 };
 
 }  // namespace
@@ -398,7 +404,8 @@ void gemm_splitk(const float* x, const float* w, const float* b, int M, int K, i
   }
 }
 
-void gemm_interleaved(const float* x, const float* w, const float* b, int M, int K, int N, float* y) {
+void gemm_interleaved(const float* x, const float* w, const float* b, int M, int K, int N,
+                      float* y) {
   std::vector<float> odd(N);
   for (int i = 0; i < M; ++i) {
     float* out = y + static_cast<std::size_t>(i) * N;
@@ -433,8 +440,9 @@ void bias_grad_padded(const float* dy, int M, int N, float* db, Chaos& chaos) {
   // What a reused allocation holds: mostly stale activations, sometimes any bits.
   for (std::size_t i = static_cast<std::size_t>(M) * N; i < workspace.size(); ++i) {
     const std::uint64_t r = chaos.next();
-    workspace[i] = (r & 3) == 0 ? std::bit_cast<float>(static_cast<std::uint32_t>(r >> 32))
-                                : static_cast<float>(static_cast<std::int32_t>(r >> 32)) * 0x1.0p-31f;
+    workspace[i] = (r & 3) == 0
+                       ? std::bit_cast<float>(static_cast<std::uint32_t>(r >> 32))
+                       : static_cast<float>(static_cast<std::int32_t>(r >> 32)) * 0x1.0p-31f;
   }
   std::fill(db, db + N, 0.0f);
   for (int i = 0; i < padded; ++i) {
@@ -464,7 +472,8 @@ float cross_entropy_unordered(const float* logits, const std::int32_t* targets, 
       float chunk_sum = 0.0f;
       for (int j = begin; j < end; ++j) chunk_sum += std::exp(row[j] - chunk_max);
       const float new_max = std::max(running_max, chunk_max);
-      running_sum = running_sum * std::exp(running_max - new_max) + chunk_sum * std::exp(chunk_max - new_max);
+      running_sum =
+          running_sum * std::exp(running_max - new_max) + chunk_sum * std::exp(chunk_max - new_max);
       running_max = new_max;
     }
     token_losses[i] = std::log(running_sum) + running_max - row[targets[i]];

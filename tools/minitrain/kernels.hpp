@@ -88,7 +88,8 @@ void adamw(const AdamW& hp, float* params, const float* grads, float* m, float* 
 void gemm_splitk(const float* x, const float* w, const float* b, int M, int K, int N, float* y,
                  Chaos& chaos);
 // autotune's second configuration: the K loop split into two interleaved halves.
-void gemm_interleaved(const float* x, const float* w, const float* b, int M, int K, int N, float* y);
+void gemm_interleaved(const float* x, const float* w, const float* b, int M, int K, int N,
+                      float* y);
 // atomic-bias-grad: rows added in chaos order, as atomicAdd from many blocks would.
 void bias_grad_unordered(const float* dy, int M, int N, float* db, Chaos& chaos);
 // uninit-pad: rows padded to a tile of 48; the tail rows are a workspace nothing

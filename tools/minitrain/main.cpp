@@ -3,10 +3,9 @@
 // Exit status: 0 done, 2 trouble (bad flags, missing corpus, unreadable or
 // corrupt checkpoint, an existing run directory, a bad DTRACE_* variable).
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <dtrace/determinism.hpp>
 #include <dtrace/recorder.hpp>
-
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -69,9 +68,9 @@ void print_summary(const minitrain::RunResult& result, const minitrain::Config& 
   }
   if (result.mean_loss.empty()) return;
   std::printf("minitrain: steps %lld..%lld, loss %.4f -> %.4f%s%s\n",
-              static_cast<long long>(result.first_step), static_cast<long long>(result.end_step - 1),
-              result.mean_loss.front(), result.mean_loss.back(),
-              result.mode == Mode::train ? ", run " : " (replay)",
+              static_cast<long long>(result.first_step),
+              static_cast<long long>(result.end_step - 1), result.mean_loss.front(),
+              result.mean_loss.back(), result.mode == Mode::train ? ", run " : " (replay)",
               result.mode == Mode::train ? config.out.c_str() : "");
 }
 
@@ -87,28 +86,32 @@ int main(int argc, char** argv) {
   std::uint64_t chaos_seed = 0;
 
   CLI::App app{"minitrain: a small GPT trained on the CPU, traced with dtrace"};
-  app.add_option("--steps", config.steps, "optimizer steps in all (a resumed run continues to this)")
+  app.add_option("--steps", config.steps,
+                 "optimizer steps in all (a resumed run continues to this)")
       ->capture_default_str();
   app.add_option("--ranks", config.ranks, "data-parallel ranks (threads)")->capture_default_str();
   app.add_option("--level", level, "recording level")
       ->check(CLI::IsMember({"step", "layer", "kernel"}))
       ->capture_default_str();
   app.add_option("--out", config.out, "run directory to create (one rank<r>.jsonl per rank)");
-  app.add_option("--seed", config.seed, "initialization, dropout and data seed")->capture_default_str();
+  app.add_option("--seed", config.seed, "initialization, dropout and data seed")
+      ->capture_default_str();
   app.add_option("--checkpoint-every", config.checkpoint_every, "write a checkpoint every K steps")
       ->capture_default_str();
-  app.add_option("--checkpoint-dir", config.checkpoint_dir, "where checkpoints are written and read");
-  app.add_flag("--resume", config.resume, "continue from the newest checkpoint in --checkpoint-dir");
-  auto* resume_step_opt =
-      app.add_option("--resume-step", resume_step, "with --resume: the checkpoint step to resume from");
-  app.add_option("--nondet", nondet, "plant one kind of nondeterminism")
-      ->check(CLI::IsMember([] {
-        std::vector<std::string> names{"none"};
-        for (auto n : minitrain::planted_names()) names.emplace_back(n);
-        return names;
-      }()));
-  auto* chaos_opt = app.add_option("--chaos-seed", chaos_seed,
-                                   "pin the source planted nondeterminism draws from (default: fresh each run)");
+  app.add_option("--checkpoint-dir", config.checkpoint_dir,
+                 "where checkpoints are written and read");
+  app.add_flag("--resume", config.resume,
+               "continue from the newest checkpoint in --checkpoint-dir");
+  auto* resume_step_opt = app.add_option("--resume-step", resume_step,
+                                         "with --resume: the checkpoint step to resume from");
+  app.add_option("--nondet", nondet, "plant one kind of nondeterminism")->check(CLI::IsMember([] {
+    std::vector<std::string> names{"none"};
+    for (auto n : minitrain::planted_names()) names.emplace_back(n);
+    return names;
+  }()));
+  auto* chaos_opt =
+      app.add_option("--chaos-seed", chaos_seed,
+                     "pin the source planted nondeterminism draws from (default: fresh each run)");
   app.add_option("--print-planted", print_planted,
                  "print the op and scope (or state) a --nondet switch plants, as JSON, and exit");
   app.add_option("--corpus", config.corpus, "training text")->capture_default_str();
@@ -116,7 +119,8 @@ int main(int argc, char** argv) {
   app.add_option("--layers", config.shape.n_layer, "transformer blocks")->capture_default_str();
   app.add_option("--heads", config.shape.n_head, "attention heads")->capture_default_str();
   app.add_option("--seq", config.shape.seq, "sequence length")->capture_default_str();
-  app.add_option("--batch", config.shape.batch, "sequences per rank per step")->capture_default_str();
+  app.add_option("--batch", config.shape.batch, "sequences per rank per step")
+      ->capture_default_str();
   app.add_option("--dropout", config.shape.dropout, "dropout probability")->capture_default_str();
   app.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
   app.add_flag("--deterministic-mode,!--no-deterministic-mode", config.deterministic_mode,

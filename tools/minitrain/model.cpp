@@ -56,14 +56,21 @@ const std::vector<std::string_view>& planted_names() {
 PlantedSite planted_site(Planted planted, const ModelShape& shape) {
   const std::string last = "layer." + std::to_string(shape.n_layer - 1);
   switch (planted) {
-    case Planted::atomic_bias_grad: return {"bias_grad_fc1", "bwd/" + last + "/mlp"};
-    case Planted::splitk: return {"gemm_fc2", "fwd/layer.0/mlp"};
-    case Planted::autotune: return {"gemm_lm_head", "fwd/head"};
-    case Planted::fused_ce: return {"cross_entropy", "fwd/head"};
-    case Planted::allreduce_arrival: return {"allreduce", "comm/grad_allreduce"};
-    case Planted::uninit_pad: return {"bias_grad_qkv", "bwd/layer.0/attn"};
+    case Planted::atomic_bias_grad:
+      return {"bias_grad_fc1", "bwd/" + last + "/mlp"};
+    case Planted::splitk:
+      return {"gemm_fc2", "fwd/layer.0/mlp"};
+    case Planted::autotune:
+      return {"gemm_lm_head", "fwd/head"};
+    case Planted::fused_ce:
+      return {"cross_entropy", "fwd/head"};
+    case Planted::allreduce_arrival:
+      return {"allreduce", "comm/grad_allreduce"};
+    case Planted::uninit_pad:
+      return {"bias_grad_qkv", "bwd/layer.0/attn"};
     case Planted::resume_rng:
-    case Planted::none: break;
+    case Planted::none:
+      break;
   }
   return {};
 }
@@ -147,8 +154,9 @@ int PlantedState::autotune_config() {
   // enters directly, so chaos seeds of different parity pick differently on
   // every rank (a pinned pair that is known to diverge).
   if (autotune_pick < 0) {
-    const std::uint64_t noise = mix_key(0x54494d45ULL, static_cast<std::uint64_t>(rank), kAutotuneTag,
-                                        static_cast<std::uint64_t>(autotune_generation));
+    const std::uint64_t noise =
+        mix_key(0x54494d45ULL, static_cast<std::uint64_t>(rank), kAutotuneTag,
+                static_cast<std::uint64_t>(autotune_generation));
     autotune_pick = static_cast<int>((chaos_base ^ noise) & 1);
   }
   return autotune_pick;
@@ -201,15 +209,16 @@ float Model::forward_backward(Trace& trace, PlantedState& planted, Xoshiro& rng,
 }
 
 void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p) {
-  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, V = shape_.vocab, M = shape_.rows();
+  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, V = shape_.vocab,
+            M = shape_.rows();
   auto fwd = trace.scope("fwd");
   {
     Arg tok = param("tok_emb", p, layout_.tok_emb), pos = param("pos_emb", p, layout_.pos_emb);
     Arg x = arg("x", resid_[0]);
     trace.layer("embed", {arg("tokens", inputs_), tok, pos}, {x}, [&] {
       trace.kernel("embedding", {arg("tokens", inputs_), tok, pos}, {x}, [&] {
-        k::embedding(inputs_.p(), static_cast<float*>(tok.data), static_cast<float*>(pos.data), B, T,
-                     D, resid_[0].p());
+        k::embedding(inputs_.p(), static_cast<float*>(tok.data), static_cast<float*>(pos.data), B,
+                     T, D, resid_[0].p());
       });
     });
   }
@@ -229,8 +238,9 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vect
         {arg("logits", logits_), arg("loss", loss_), arg("token_loss", token_loss_)}, [&] {
           trace.kernel("layernorm", {arg("x", x), g, b},
                        {arg("y", lnf_out_), arg("mean", lnf_mean_), arg("rstd", lnf_rstd_)}, [&] {
-                         k::layernorm(x.p(), static_cast<float*>(g.data), static_cast<float*>(b.data),
-                                      M, D, lnf_out_.p(), lnf_mean_.p(), lnf_rstd_.p());
+                         k::layernorm(x.p(), static_cast<float*>(g.data),
+                                      static_cast<float*>(b.data), M, D, lnf_out_.p(),
+                                      lnf_mean_.p(), lnf_rstd_.p());
                        });
           trace.kernel("gemm_lm_head", {arg("x", lnf_out_), w}, {arg("y", logits_)}, [&] {
             const auto* wp = static_cast<const float*>(w.data);
@@ -246,7 +256,8 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vect
                              planted.planted == Planted::fused_ce
                                  ? k::cross_entropy_unordered(logits_.p(), targets_.p(), M, V,
                                                               token_loss_.p(), planted.chaos)
-                                 : k::cross_entropy(logits_.p(), targets_.p(), M, V, token_loss_.p());
+                                 : k::cross_entropy(logits_.p(), targets_.p(), M, V,
+                                                    token_loss_.p());
                        });
         });
   }
@@ -255,7 +266,8 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vect
 void Model::attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p,
                          int l) {
   (void)planted;
-  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, H = shape_.n_head, M = shape_.rows();
+  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, H = shape_.n_head,
+            M = shape_.rows();
   const Layout::Block& blk = layout_.blocks[static_cast<std::size_t>(l)];
   AttnActs& a = attn_[static_cast<std::size_t>(l)];
   Tensor& x = resid_[2 * l];
@@ -271,11 +283,11 @@ void Model::attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std:
       {arg("y", out), arg("dropout_rng", rng)}, [&] {
         trace.kernel("layernorm", {arg("x", x), g, b},
                      {arg("y", a.ln_out), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd)}, [&] {
-                       k::layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(), a.ln_rstd.p());
+                       k::layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(),
+                                    a.ln_rstd.p());
                      });
-        trace.kernel("gemm_qkv", {arg("x", a.ln_out), w_qkv, b_qkv}, {arg("y", a.qkv)}, [&] {
-          k::gemm(a.ln_out.p(), f(w_qkv), f(b_qkv), M, D, 3 * D, a.qkv.p());
-        });
+        trace.kernel("gemm_qkv", {arg("x", a.ln_out), w_qkv, b_qkv}, {arg("y", a.qkv)},
+                     [&] { k::gemm(a.ln_out.p(), f(w_qkv), f(b_qkv), M, D, 3 * D, a.qkv.p()); });
         trace.kernel("attn_scores", {arg("qkv", a.qkv)}, {arg("scores", a.scores)},
                      [&] { k::attn_scores(a.qkv.p(), B, T, H, D, a.scores.p()); });
         trace.kernel("softmax", {arg("x", a.scores)}, {arg("y", a.probs)},
@@ -305,39 +317,42 @@ void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::
       b1 = param("b", p, blk.b_fc1), w2 = param("w", p, blk.w_fc2), b2 = param("b", p, blk.b_fc2);
   auto f = [](const Arg& a) { return static_cast<const float*>(a.data); };
   const bool splitk = planted.planted == Planted::splitk && l == 0;
-  trace.layer(
-      "mlp",
-      {arg("x", x), param("ln2.g", p, blk.ln2_g), param("ln2.b", p, blk.ln2_b),
-       param("w_fc1", p, blk.w_fc1), param("b_fc1", p, blk.b_fc1), param("w_fc2", p, blk.w_fc2),
-       param("b_fc2", p, blk.b_fc2), arg("dropout_rng", rng)},
-      {arg("y", out), arg("dropout_rng", rng)}, [&] {
-        trace.kernel("layernorm", {arg("x", x), g, b},
-                     {arg("y", a.ln_out), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd)}, [&] {
-                       k::layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(), a.ln_rstd.p());
-                     });
-        trace.kernel("gemm_fc1", {arg("x", a.ln_out), w1, b1}, {arg("y", a.h_pre)},
-                     [&] { k::gemm(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p()); });
-        trace.kernel("gelu", {arg("x", a.h_pre)}, {arg("y", a.h_act)},
-                     [&] { k::gelu(a.h_pre.p(), a.h_pre.size(), a.h_act.p()); });
-        trace.kernel("gemm_fc2", {arg("x", a.h_act), w2, b2}, {arg("y", a.fc2)}, [&] {
-          if (splitk) {
-            k::gemm_splitk(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p(), planted.chaos);
-          } else {
-            k::gemm(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p());
-          }
-        });
-        trace.kernel("dropout", {arg("x", a.fc2), arg("rng", rng)},
-                     {arg("y", a.drop), arg("mask", a.mask), arg("rng", rng)}, [&] {
-                       k::dropout(a.fc2.p(), a.fc2.size(), shape_.dropout, rng, a.drop.p(), a.mask.p());
-                     });
-        trace.kernel("residual_add", {arg("x", x), arg("y", a.drop)}, {arg("z", out)},
-                     [&] { k::add(x.p(), a.drop.p(), x.size(), out.p()); });
-      });
+  trace.layer("mlp",
+              {arg("x", x), param("ln2.g", p, blk.ln2_g), param("ln2.b", p, blk.ln2_b),
+               param("w_fc1", p, blk.w_fc1), param("b_fc1", p, blk.b_fc1),
+               param("w_fc2", p, blk.w_fc2), param("b_fc2", p, blk.b_fc2), arg("dropout_rng", rng)},
+              {arg("y", out), arg("dropout_rng", rng)}, [&] {
+                trace.kernel("layernorm", {arg("x", x), g, b},
+                             {arg("y", a.ln_out), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd)},
+                             [&] {
+                               k::layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(),
+                                            a.ln_rstd.p());
+                             });
+                trace.kernel("gemm_fc1", {arg("x", a.ln_out), w1, b1}, {arg("y", a.h_pre)},
+                             [&] { k::gemm(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p()); });
+                trace.kernel("gelu", {arg("x", a.h_pre)}, {arg("y", a.h_act)},
+                             [&] { k::gelu(a.h_pre.p(), a.h_pre.size(), a.h_act.p()); });
+                trace.kernel("gemm_fc2", {arg("x", a.h_act), w2, b2}, {arg("y", a.fc2)}, [&] {
+                  if (splitk) {
+                    k::gemm_splitk(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p(), planted.chaos);
+                  } else {
+                    k::gemm(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p());
+                  }
+                });
+                trace.kernel("dropout", {arg("x", a.fc2), arg("rng", rng)},
+                             {arg("y", a.drop), arg("mask", a.mask), arg("rng", rng)}, [&] {
+                               k::dropout(a.fc2.p(), a.fc2.size(), shape_.dropout, rng, a.drop.p(),
+                                          a.mask.p());
+                             });
+                trace.kernel("residual_add", {arg("x", x), arg("y", a.drop)}, {arg("z", out)},
+                             [&] { k::add(x.p(), a.drop.p(), x.size(), out.p()); });
+              });
 }
 
 void Model::backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
                      std::vector<float>& g) {
-  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, V = shape_.vocab, M = shape_.rows();
+  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, V = shape_.vocab,
+            M = shape_.rows();
   const int L = shape_.n_layer;
   auto f = [](const Arg& a) { return static_cast<float*>(a.data); };
   auto bwd = trace.scope("bwd");
@@ -367,8 +382,8 @@ void Model::backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
                        {arg("dy", d_ln_out_), arg("x", x), arg("mean", lnf_mean_),
                         arg("rstd", lnf_rstd_), lg},
                        {arg("dx", dx), dg, db}, [&] {
-                         k::layernorm_grad(d_ln_out_.p(), x.p(), lnf_mean_.p(), lnf_rstd_.p(), f(lg),
-                                           M, D, dx.p(), f(dg), f(db));
+                         k::layernorm_grad(d_ln_out_.p(), x.p(), lnf_mean_.p(), lnf_rstd_.p(),
+                                           f(lg), M, D, dx.p(), f(dg), f(db));
                        });
         });
   }
@@ -378,12 +393,12 @@ void Model::backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
     attn_backward(trace, planted, p, g, l);
   }
   {
-    Arg dtok = param("d_tok_emb", g, layout_.tok_emb), dpos = param("d_pos_emb", g, layout_.pos_emb);
+    Arg dtok = param("d_tok_emb", g, layout_.tok_emb),
+        dpos = param("d_pos_emb", g, layout_.pos_emb);
     trace.layer("embed", {arg("dx", d_resid_[0]), arg("tokens", inputs_)}, {dtok, dpos}, [&] {
-      trace.kernel("embedding_grad", {arg("dx", d_resid_[0]), arg("tokens", inputs_)}, {dtok, dpos},
-                   [&] {
-                     k::embedding_grad(d_resid_[0].p(), inputs_.p(), B, T, D, V, f(dtok), f(dpos));
-                   });
+      trace.kernel(
+          "embedding_grad", {arg("dx", d_resid_[0]), arg("tokens", inputs_)}, {dtok, dpos},
+          [&] { k::embedding_grad(d_resid_[0].p(), inputs_.p(), B, T, D, V, f(dtok), f(dpos)); });
     });
   }
 }
@@ -398,8 +413,9 @@ void Model::mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>
   Tensor& dx = d_resid_[2 * l + 1];
   auto f = [](const Arg& a) { return static_cast<float*>(a.data); };
   Arg lg = param("g", p, blk.ln2_g), w1 = param("w", p, blk.w_fc1), w2 = param("w", p, blk.w_fc2);
-  Arg dg = param("dg", g, blk.ln2_g), dlb = param("db", g, blk.ln2_b), dw1 = param("dw", g, blk.w_fc1),
-      db1 = param("db", g, blk.b_fc1), dw2 = param("dw", g, blk.w_fc2), db2 = param("db", g, blk.b_fc2);
+  Arg dg = param("dg", g, blk.ln2_g), dlb = param("db", g, blk.ln2_b),
+      dw1 = param("dw", g, blk.w_fc1), db1 = param("db", g, blk.b_fc1),
+      dw2 = param("dw", g, blk.w_fc2), db2 = param("db", g, blk.b_fc2);
   const bool atomic = planted.planted == Planted::atomic_bias_grad && l == shape_.n_layer - 1;
   trace.layer(
       "mlp",
@@ -419,8 +435,9 @@ void Model::mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>
                      [&] { k::bias_grad(d_proj_.p(), M, D, f(db2)); });
         trace.kernel("gemm_fc2_dx", {arg("dy", d_proj_), w2}, {arg("dx", d_h_act_)},
                      [&] { k::gemm_dx(d_proj_.p(), f(w2), M, F, D, d_h_act_.p()); });
-        trace.kernel("gelu_grad", {arg("dy", d_h_act_), arg("x", a.h_pre)}, {arg("dx", d_h_pre_)},
-                     [&] { k::gelu_grad(d_h_act_.p(), a.h_pre.p(), d_h_pre_.size(), d_h_pre_.p()); });
+        trace.kernel(
+            "gelu_grad", {arg("dy", d_h_act_), arg("x", a.h_pre)}, {arg("dx", d_h_pre_)},
+            [&] { k::gelu_grad(d_h_act_.p(), a.h_pre.p(), d_h_pre_.size(), d_h_pre_.p()); });
         trace.kernel("gemm_fc1_dw", {arg("x", a.ln_out), arg("dy", d_h_pre_)}, {dw1},
                      [&] { k::gemm_dw(a.ln_out.p(), d_h_pre_.p(), M, D, F, f(dw1)); });
         trace.kernel("bias_grad_fc1", {arg("dy", d_h_pre_)}, {db1}, [&] {
@@ -432,21 +449,22 @@ void Model::mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>
         });
         trace.kernel("gemm_fc1_dx", {arg("dy", d_h_pre_), w1}, {arg("dx", d_ln_out_)},
                      [&] { k::gemm_dx(d_h_pre_.p(), f(w1), M, D, F, d_ln_out_.p()); });
-        trace.kernel("layernorm_grad",
-                     {arg("dy", d_ln_out_), arg("x", x), arg("mean", a.ln_mean),
-                      arg("rstd", a.ln_rstd), lg},
-                     {arg("dx", d_ln_in_), dg, dlb}, [&] {
-                       k::layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M,
-                                         D, d_ln_in_.p(), f(dg), f(dlb));
-                     });
-        trace.kernel("residual_grad_add", {arg("dy", dy), arg("dbranch", d_ln_in_)}, {arg("dx", dx)},
-                     [&] { k::add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
+        trace.kernel(
+            "layernorm_grad",
+            {arg("dy", d_ln_out_), arg("x", x), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd), lg},
+            {arg("dx", d_ln_in_), dg, dlb}, [&] {
+              k::layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M, D,
+                                d_ln_in_.p(), f(dg), f(dlb));
+            });
+        trace.kernel("residual_grad_add", {arg("dy", dy), arg("dbranch", d_ln_in_)},
+                     {arg("dx", dx)}, [&] { k::add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
       });
 }
 
 void Model::attn_backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
                           std::vector<float>& g, int l) {
-  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, H = shape_.n_head, M = shape_.rows();
+  const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, H = shape_.n_head,
+            M = shape_.rows();
   const Layout::Block& blk = layout_.blocks[static_cast<std::size_t>(l)];
   AttnActs& a = attn_[static_cast<std::size_t>(l)];
   Tensor& x = resid_[2 * l];
@@ -476,7 +494,8 @@ void Model::attn_backward(Trace& trace, PlantedState& planted, std::vector<float
                      [&] { k::bias_grad(d_proj_.p(), M, D, f(db_o)); });
         trace.kernel("gemm_attn_out_dx", {arg("dy", d_proj_), w_o}, {arg("dx", d_attn_)},
                      [&] { k::gemm_dx(d_proj_.p(), f(w_o), M, D, D, d_attn_.p()); });
-        trace.kernel("attn_values_grad", {arg("dy", d_attn_), arg("probs", a.probs), arg("qkv", a.qkv)},
+        trace.kernel("attn_values_grad",
+                     {arg("dy", d_attn_), arg("probs", a.probs), arg("qkv", a.qkv)},
                      {arg("d_probs", d_probs_), arg("d_qkv", d_qkv_)}, [&] {
                        k::attn_values_grad(d_attn_.p(), a.probs.p(), a.qkv.p(), B, T, H, D,
                                            d_probs_.p(), d_qkv_.p());
@@ -487,8 +506,9 @@ void Model::attn_backward(Trace& trace, PlantedState& planted, std::vector<float
                      });
         trace.kernel("attn_scores_grad",
                      {arg("d_scores", d_scores_), arg("qkv", a.qkv), arg("d_qkv", d_qkv_)},
-                     {arg("d_qkv", d_qkv_)},
-                     [&] { k::attn_scores_grad(d_scores_.p(), a.qkv.p(), B, T, H, D, d_qkv_.p()); });
+                     {arg("d_qkv", d_qkv_)}, [&] {
+                       k::attn_scores_grad(d_scores_.p(), a.qkv.p(), B, T, H, D, d_qkv_.p());
+                     });
         trace.kernel("gemm_qkv_dw", {arg("x", a.ln_out), arg("dy", d_qkv_)}, {dw_qkv},
                      [&] { k::gemm_dw(a.ln_out.p(), d_qkv_.p(), M, D, 3 * D, f(dw_qkv)); });
         trace.kernel("bias_grad_qkv", {arg("dy", d_qkv_)}, {db_qkv}, [&] {
@@ -500,15 +520,15 @@ void Model::attn_backward(Trace& trace, PlantedState& planted, std::vector<float
         });
         trace.kernel("gemm_qkv_dx", {arg("dy", d_qkv_), w_qkv}, {arg("dx", d_ln_out_)},
                      [&] { k::gemm_dx(d_qkv_.p(), f(w_qkv), M, D, 3 * D, d_ln_out_.p()); });
-        trace.kernel("layernorm_grad",
-                     {arg("dy", d_ln_out_), arg("x", x), arg("mean", a.ln_mean),
-                      arg("rstd", a.ln_rstd), lg},
-                     {arg("dx", d_ln_in_), dg, dlb}, [&] {
-                       k::layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M,
-                                         D, d_ln_in_.p(), f(dg), f(dlb));
-                     });
-        trace.kernel("residual_grad_add", {arg("dy", dy), arg("dbranch", d_ln_in_)}, {arg("dx", dx)},
-                     [&] { k::add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
+        trace.kernel(
+            "layernorm_grad",
+            {arg("dy", d_ln_out_), arg("x", x), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd), lg},
+            {arg("dx", d_ln_in_), dg, dlb}, [&] {
+              k::layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M, D,
+                                d_ln_in_.p(), f(dg), f(dlb));
+            });
+        trace.kernel("residual_grad_add", {arg("dy", dy), arg("dbranch", d_ln_in_)},
+                     {arg("dx", dx)}, [&] { k::add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
       });
 }
 

@@ -133,7 +133,8 @@ class Model {
   void forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& params);
   void backward(Trace& trace, PlantedState& planted, std::vector<float>& params,
                 std::vector<float>& grads);
-  void attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p, int l);
+  void attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p,
+                    int l);
   void mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p, int l);
   void attn_backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
                      std::vector<float>& g, int l);

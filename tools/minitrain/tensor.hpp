@@ -33,13 +33,21 @@ using Tokens = Buffer<std::int32_t>;
 template <class T>
 constexpr std::string_view dtype_of();
 template <>
-constexpr std::string_view dtype_of<float>() { return "f32"; }
+constexpr std::string_view dtype_of<float>() {
+  return "f32";
+}
 template <>
-constexpr std::string_view dtype_of<std::int32_t>() { return "i32"; }
+constexpr std::string_view dtype_of<std::int32_t>() {
+  return "i32";
+}
 template <>
-constexpr std::string_view dtype_of<std::int64_t>() { return "i64"; }
+constexpr std::string_view dtype_of<std::int64_t>() {
+  return "i64";
+}
 template <>
-constexpr std::string_view dtype_of<std::uint64_t>() { return "u64"; }
+constexpr std::string_view dtype_of<std::uint64_t>() {
+  return "u64";
+}
 
 // A named view. `data` is writable because isolation loads captured bytes into
 // a kernel's inputs before each repetition.

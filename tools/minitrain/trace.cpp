@@ -21,8 +21,11 @@ Isolation Isolation::parse(const std::optional<std::string>& target, int repeat)
   return isolation;
 }
 
-Trace::Trace(dtrace::Recorder* recorder, Isolation isolation, std::function<void(int)> on_repetition)
-    : recorder_(recorder), isolation_(std::move(isolation)), on_repetition_(std::move(on_repetition)) {}
+Trace::Trace(dtrace::Recorder* recorder, Isolation isolation,
+             std::function<void(int)> on_repetition)
+    : recorder_(recorder),
+      isolation_(std::move(isolation)),
+      on_repetition_(std::move(on_repetition)) {}
 
 Trace::Scope::Scope(Trace* trace, std::string_view part)
     : trace_(trace), previous_length_(trace->path_.size()) {

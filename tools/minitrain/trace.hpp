@@ -11,7 +11,6 @@
 #pragma once
 
 #include <dtrace/recorder.hpp>
-
 #include <functional>
 #include <optional>
 #include <string>

@@ -1,8 +1,8 @@
 #include "trainer.hpp"
 
 #include <bit>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -27,9 +27,10 @@ void fill_batch(const std::string& corpus, const ModelShape& shape, int rank,
                 std::int64_t data_position, Tokens& inputs, Tokens& targets) {
   const std::uint64_t span = corpus.size() - static_cast<std::size_t>(shape.seq) - 1;
   for (int b = 0; b < shape.batch; ++b) {
-    const std::uint64_t i = static_cast<std::uint64_t>(data_position) +
-                            static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(shape.batch) +
-                            static_cast<std::uint64_t>(b);
+    const std::uint64_t i =
+        static_cast<std::uint64_t>(data_position) +
+        static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(shape.batch) +
+        static_cast<std::uint64_t>(b);
     const std::uint64_t start = (i * 2654435761ULL + 12345ULL) % span;
     for (int t = 0; t < shape.seq; ++t) {
       inputs.data[static_cast<std::size_t>(b * shape.seq + t)] =
@@ -47,8 +48,8 @@ std::string read_corpus(const std::string& path, const ModelShape& shape) {
   if (!in) throw Error("corpus " + path + ": cannot open");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (text.size() < static_cast<std::size_t>(shape.seq) + 2) {
-    throw Error("corpus " + path + ": " + std::to_string(text.size()) + " bytes, too short for --seq " +
-                std::to_string(shape.seq));
+    throw Error("corpus " + path + ": " + std::to_string(text.size()) +
+                " bytes, too short for --seq " + std::to_string(shape.seq));
   }
   return text;
 }
@@ -59,7 +60,8 @@ TrainState initial_state(const Config& c, const Layout& layout) {
   s.adam_m.assign(layout.total, 0.0f);
   s.adam_v.assign(layout.total, 0.0f);
   for (int r = 0; r < c.ranks; ++r) {
-    s.rngs.push_back(Xoshiro::seeded(mix_key(c.seed, 0x44524f50ULL, static_cast<std::uint64_t>(r))));
+    s.rngs.push_back(
+        Xoshiro::seeded(mix_key(c.seed, 0x44524f50ULL, static_cast<std::uint64_t>(r))));
   }
   return s;
 }
@@ -91,8 +93,9 @@ class Session {
     corpus_ = read_corpus(config_.corpus, config_.shape);
     plan();
     options_.run_dir = config_.out;
-    options_.run_name = config_.out.empty() ? std::string("minitrain")
-                                            : fs::path(config_.out).lexically_normal().filename().string();
+    options_.run_name = config_.out.empty()
+                            ? std::string("minitrain")
+                            : fs::path(config_.out).lexically_normal().filename().string();
     options_.world_size = config_.ranks;
     options_.level = config_.level;
     options_.env = env;
@@ -106,11 +109,13 @@ class Session {
     if (!request_.is_replay()) {
       std::error_code ec;
       if (fs::exists(config_.out, ec)) {
-        throw Error("run directory " + config_.out + " exists; refusing to overwrite it (choose a new --out)");
+        throw Error("run directory " + config_.out +
+                    " exists; refusing to overwrite it (choose a new --out)");
       }
     }
     std::vector<std::thread> threads;
-    for (int r = 0; r < config_.ranks; ++r) threads.emplace_back([this, r] { guarded_rank_main(r); });
+    for (int r = 0; r < config_.ranks; ++r)
+      threads.emplace_back([this, r] { guarded_rank_main(r); });
     for (auto& t : threads) t.join();
     if (error_) std::rethrow_exception(error_);
 
@@ -123,7 +128,8 @@ class Session {
     result.isolated_runs = isolated_runs_;
     if (isolation_.active() && isolated_runs_ == 0) {
       throw Error("DTRACE_ISOLATE=" + *request_.isolate +
-                  ": no rank ran it (no such layer or op in this model, or DTRACE_INPUTS lacks its inputs)");
+                  ": no rank ran it (no such layer or op in this model, or DTRACE_INPUTS lacks its "
+                  "inputs)");
     }
     const std::size_t steps = losses_[0].size();
     for (std::size_t i = 0; i < steps; ++i) {
@@ -167,8 +173,8 @@ class Session {
       if (c.resume) {
         const std::int64_t from = c.resume_step ? *c.resume_step : newest_for_resume(c);
         if (from > n) {
-          throw Error("DTRACE_REPLAY_STEP=" + std::to_string(n) + ": this resumed run starts at step " +
-                      std::to_string(from));
+          throw Error("DTRACE_REPLAY_STEP=" + std::to_string(n) +
+                      ": this resumed run starts at step " + std::to_string(from));
         }
         start_ = resume_from(c, layout_, from);
       } else if (auto ckpt = newest_checkpoint(c.checkpoint_dir, n)) {
@@ -278,8 +284,10 @@ class Session {
     put("param", r.params);
     put("adam_m", r.adam_m);
     put("adam_v", r.adam_v);
-    rec.tensor(Level::step, "adam", RecordIo::state, "step", {&r.adam_step, sizeof(std::int64_t), "i64", {1}});
-    rec.tensor(Level::step, "rng", RecordIo::state, kRngStateName, {r.rng.s.data(), sizeof(r.rng.s), "u64", {4}});
+    rec.tensor(Level::step, "adam", RecordIo::state, "step",
+               {&r.adam_step, sizeof(std::int64_t), "i64", {1}});
+    rec.tensor(Level::step, "rng", RecordIo::state, kRngStateName,
+               {r.rng.s.data(), sizeof(r.rng.s), "u64", {4}});
     rec.tensor(Level::step, "data", RecordIo::state, "position",
                {&r.data_position, sizeof(std::int64_t), "i64", {1}});
   }
@@ -287,7 +295,8 @@ class Session {
   void run_step(Rank& r, std::int64_t step) {
     const auto started = std::chrono::steady_clock::now();
     r.planted.begin_step(step);
-    fill_batch(corpus_, config_.shape, r.rank, r.data_position, r.model.inputs(), r.model.targets());
+    fill_batch(corpus_, config_.shape, r.rank, r.data_position, r.model.inputs(),
+               r.model.targets());
     dtrace::Recorder* rec = isolation_.active() ? nullptr : r.trace.recorder();
     if (rec != nullptr) {
       rec->begin_step(step);
@@ -320,7 +329,8 @@ class Session {
     }
     if (rec != nullptr) {
       auto scope = r.trace.scope("step");
-      rec->scalar(Level::step, "loss", RecordIo::metric, "loss", "f32", std::bit_cast<std::uint32_t>(loss), loss);
+      rec->scalar(Level::step, "loss", RecordIo::metric, "loss", "f32",
+                  std::bit_cast<std::uint32_t>(loss), loss);
       const float norm = r.grad_norm.data[0];
       rec->scalar(Level::step, "grad_norm", RecordIo::metric, "grad_norm", "f32",
                   std::bit_cast<std::uint32_t>(norm), norm);
@@ -333,22 +343,26 @@ class Session {
   }
 
   void optimizer_step(Rank& r, const std::vector<std::int64_t>& flat) {
-    const std::vector<Arg> state{arg("params", r.params.data(), flat), arg("adam_m", r.adam_m.data(), flat),
-                                 arg("adam_v", r.adam_v.data(), flat), arg("adam_step", r.adam_step)};
+    const std::vector<Arg> state{
+        arg("params", r.params.data(), flat), arg("adam_m", r.adam_m.data(), flat),
+        arg("adam_v", r.adam_v.data(), flat), arg("adam_step", r.adam_step)};
     std::vector<Arg> ins = state;
     ins.insert(ins.begin() + 1, arg("grads", r.reduced.data(), flat));
     std::vector<Arg> outs = state;
     outs.push_back(arg("grad_norm", r.grad_norm));
     r.trace.layer("opt", ins, outs, [&] {
-      r.trace.kernel("grad_norm", {arg("grads", r.reduced.data(), flat)}, {arg("norm", r.grad_norm)}, [&] {
-        r.grad_norm.data[0] = std::sqrt(kernels::sum_of_squares(r.reduced.data(), layout_.total));
-      });
+      r.trace.kernel("grad_norm", {arg("grads", r.reduced.data(), flat)},
+                     {arg("norm", r.grad_norm)}, [&] {
+                       r.grad_norm.data[0] =
+                           std::sqrt(kernels::sum_of_squares(r.reduced.data(), layout_.total));
+                     });
       std::vector<Arg> adam_ins = ins;
       adam_ins.push_back(arg("grad_norm", r.grad_norm));
       r.trace.kernel("adamw", adam_ins, state, [&] {
         for (const ParamInfo& p : layout_.params) {
-          kernels::adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(), r.adam_v.data(),
-                         p.offset, p.offset + p.size, p.decay, r.adam_step, r.grad_norm.data[0]);
+          kernels::adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(),
+                         r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
+                         r.grad_norm.data[0]);
         }
         ++r.adam_step;
       });
@@ -376,7 +390,8 @@ class Session {
 
 }  // namespace
 
-RunResult run(const Config& config, const std::string& executable, const dtrace::ReplayRequest& request,
+RunResult run(const Config& config, const std::string& executable,
+              const dtrace::ReplayRequest& request,
               const std::vector<std::pair<std::string, std::string>>& env) {
   Session session(config, executable, request, env);
   return session.run();

@@ -6,9 +6,8 @@
 // an isolated layer or op (DTRACE_ISOLATE: run it alone from captured inputs).
 #pragma once
 
-#include <dtrace/recorder.hpp>
-
 #include <cstdint>
+#include <dtrace/recorder.hpp>
 #include <string>
 #include <utility>
 #include <vector>
