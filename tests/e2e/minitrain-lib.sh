@@ -1,0 +1,27 @@
+# Shared by the minitrain end-to-end tests (sourced, not a test itself).
+# Needs MINITRAIN and DTRACE (set by meson test), jq.
+set -euo pipefail
+: "${MINITRAIN:?set MINITRAIN to the minitrain binary}"
+: "${DTRACE:?set DTRACE to the dtrace binary}"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/minitrain-e2e.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# mt ARGS...: minitrain, quiet on success.
+mt() { "$MINITRAIN" "$@" >/dev/null; }
+
+# expect_status N CMD...: CMD exits with N.
+expect_status() {
+  local want=$1; shift
+  local got=0
+  "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || got=$?
+  [ "$got" -eq "$want" ] || { cat "$WORK/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
+}
+
+# replay_argv RUN: the header's replay argv of RUN's rank 0, one word per line.
+replay_argv() { head -n1 "$1/rank0.jsonl" | jq -r '.replay.argv[]'; }
+
+# records FILE: the compared records of a log (no header, end or timing lines).
+records() { grep -v '"io":"timing"' "$1" | grep '"scope"' || true; }

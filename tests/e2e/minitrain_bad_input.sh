@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Bad flags, a missing corpus, an existing run directory, an unreadable or
+# corrupt checkpoint: a clear error on stderr, exit 2, nothing overwritten.
+. "$(dirname "$0")/minitrain-lib.sh"
+expect_status 2 "$MINITRAIN" --no-such-flag --out x
+expect_status 2 "$MINITRAIN" --steps ten --out x
+expect_status 2 "$MINITRAIN" --level medium --out x
+expect_status 2 "$MINITRAIN" --nondet cosmic-rays --out x
+expect_status 2 "$MINITRAIN" --print-planted cosmic-rays
+expect_status 2 "$MINITRAIN" --heads 3 --out x
+grep -q "multiple of --heads" err.txt || fail "no message for --heads 3"
+expect_status 2 "$MINITRAIN" --nondet allreduce-arrival --ranks 2 --out x
+grep -q "ranks 3 or more" err.txt || fail "no message for allreduce-arrival on 2 ranks"
+expect_status 2 "$MINITRAIN" --steps 2
+grep -q -- "--out" err.txt || fail "no message for a missing --out"
+expect_status 2 "$MINITRAIN" --checkpoint-every 2 --out x
+expect_status 2 "$MINITRAIN" --corpus "$WORK/missing.txt" --out x
+grep -q "missing.txt" err.txt || fail "the corpus error does not name the file"
+[ ! -e x ] || fail "a failed start left a run directory"
+
+mt --steps 4 --checkpoint-every 2 --checkpoint-dir ck --out run
+sum=$(md5sum run/rank0.jsonl)
+expect_status 2 "$MINITRAIN" --steps 4 --out run
+grep -q "exists" err.txt || fail "no message for an existing run directory"
+[ "$sum" = "$(md5sum run/rank0.jsonl)" ] || fail "an existing run was overwritten"
+
+expect_status 2 "$MINITRAIN" --steps 4 --resume --checkpoint-dir empty --out r1
+grep -q "no checkpoint" err.txt || fail "no message for a resume without checkpoints"
+printf 'garbage' > ck/ckpt-00000002.bin
+expect_status 2 "$MINITRAIN" --steps 4 --resume --checkpoint-dir ck --out r2
+grep -q "ckpt-00000002.bin" err.txt || fail "the corrupt checkpoint is not named"
+expect_status 2 "$MINITRAIN" --steps 4 --resume --checkpoint-dir ck --layers 3 --out r3
+[ ! -e r2 ] && [ ! -e r3 ] || fail "a failed resume left a run directory"
+
+DTRACE_REPLAY_STEP=abc expect_status 2 "$MINITRAIN" --steps 4 --out run
+grep -q DTRACE_REPLAY_STEP err.txt || fail "no message for a bad DTRACE_REPLAY_STEP"
+NCCL_ALGO=Tree expect_status 2 "$MINITRAIN" --steps 1 --out det
+grep -q "NCCL_ALGO" err.txt || fail "no message for a nondeterministic environment"
+NCCL_ALGO=Tree expect_status 0 "$MINITRAIN" --steps 1 --no-deterministic-mode --out nodet
+[ "$(head -n1 nodet/rank0.jsonl | jq -r .env.NCCL_ALGO)" = Tree ] || fail "the header does not record NCCL_ALGO"
+echo ok

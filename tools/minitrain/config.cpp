@@ -1,0 +1,121 @@
+#include "config.hpp"
+
+#include <charconv>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint.hpp"
+
+namespace minitrain {
+
+namespace fs = std::filesystem;
+
+void validate(const Config& c, bool replaying) {
+  const ModelShape& s = c.shape;
+  auto positive = [](const char* flag, std::int64_t v) {
+    if (v < 1)
+      throw Error(std::string(flag) + " must be at least 1 (got " + std::to_string(v) + ")");
+  };
+  positive("--d-model", s.d_model);
+  positive("--layers", s.n_layer);
+  positive("--heads", s.n_head);
+  positive("--seq", s.seq);
+  positive("--batch", s.batch);
+  positive("--ranks", c.ranks);
+  if (s.d_model % s.n_head != 0) {
+    throw Error("--d-model " + std::to_string(s.d_model) + " is not a multiple of --heads " +
+                std::to_string(s.n_head));
+  }
+  if (!(s.dropout >= 0.0f && s.dropout < 1.0f)) throw Error("--dropout must be in [0, 1)");
+  if (c.ranks > 64) throw Error("--ranks at most 64 (ranks are threads)");
+  if (c.steps < 0) throw Error("--steps must not be negative");
+  if (c.checkpoint_every < 0) throw Error("--checkpoint-every must not be negative");
+  if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) {
+    throw Error("--checkpoint-every needs --checkpoint-dir");
+  }
+  if (c.resume && c.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir");
+  if (c.resume_step && !c.resume) throw Error("--resume-step needs --resume");
+  if (c.planted == Planted::allreduce_arrival && c.ranks < 3) {
+    throw Error("--nondet allreduce-arrival needs --ranks 3 or more (two-term sums commute)");
+  }
+  if (!replaying && c.out.empty()) throw Error("--out DIR is required");
+}
+
+std::string config_json(const Config& c) {
+  nlohmann::ordered_json j;
+  j["workload"] = "minitrain";
+  j["vocab"] = c.shape.vocab;
+  j["d_model"] = c.shape.d_model;
+  j["layers"] = c.shape.n_layer;
+  j["heads"] = c.shape.n_head;
+  j["seq"] = c.shape.seq;
+  j["batch"] = c.shape.batch;
+  j["dropout"] = c.shape.dropout;
+  j["lr"] = c.adamw.lr;
+  j["ranks"] = c.ranks;
+  j["steps"] = c.steps;
+  j["seed"] = c.seed;
+  j["checkpoint_every"] = c.checkpoint_every;
+  j["resume"] = c.resume;
+  if (c.resume_step) j["resume_step"] = *c.resume_step;
+  j["nondet"] = planted_name(c.planted);
+  if (c.chaos_seed) j["chaos_seed"] = *c.chaos_seed;
+  j["deterministic_mode"] = c.deterministic_mode;
+  j["corpus"] = fs::path(c.corpus).filename().string();
+  return j.dump();
+}
+
+std::vector<std::string> replay_argv(const Config& c, const std::string& executable) {
+  auto abs = [](const std::string& p) {
+    return p.empty() ? p : fs::absolute(p).lexically_normal().string();
+  };
+  auto num = [](auto v) { return std::to_string(v); };
+  auto real = [](float v) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, v).ptr;  // shortest exact spelling
+    return std::string(text, end);
+  };
+  std::vector<std::string> argv = {
+      executable,
+      "--steps",
+      num(c.steps),
+      "--ranks",
+      num(c.ranks),
+      "--level",
+      std::string(dtrace::level_name(c.level)),
+      "--seed",
+      num(c.seed),
+      "--corpus",
+      abs(c.corpus),
+      "--d-model",
+      num(c.shape.d_model),
+      "--layers",
+      num(c.shape.n_layer),
+      "--heads",
+      num(c.shape.n_head),
+      "--seq",
+      num(c.shape.seq),
+      "--batch",
+      num(c.shape.batch),
+      "--dropout",
+      real(c.shape.dropout),
+      "--lr",
+      real(c.adamw.lr),
+  };
+  if (!c.out.empty()) argv.insert(argv.end(), {"--out", abs(c.out)});
+  if (!c.checkpoint_dir.empty())
+    argv.insert(argv.end(), {"--checkpoint-dir", abs(c.checkpoint_dir)});
+  if (c.checkpoint_every > 0)
+    argv.insert(argv.end(), {"--checkpoint-every", num(c.checkpoint_every)});
+  if (c.resume) {
+    argv.push_back("--resume");
+    if (c.resume_step) argv.insert(argv.end(), {"--resume-step", num(*c.resume_step)});
+  }
+  if (c.planted != Planted::none)
+    argv.insert(argv.end(), {"--nondet", std::string(planted_name(c.planted))});
+  if (c.chaos_seed) argv.insert(argv.end(), {"--chaos-seed", num(*c.chaos_seed)});
+  argv.push_back(c.deterministic_mode ? "--deterministic-mode" : "--no-deterministic-mode");
+  return argv;
+}
+
+}  // namespace minitrain

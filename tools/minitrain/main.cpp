@@ -1,0 +1,158 @@
+// minitrain: the reference training workload of dtrace. See README.md.
+//
+// Exit status: 0 done, 2 trouble (bad flags, missing corpus, unreadable or
+// corrupt checkpoint, an existing run directory, a bad DTRACE_* variable).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <dtrace/determinism.hpp>
+#include <dtrace/recorder.hpp>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "trainer.hpp"
+
+#ifndef MINITRAIN_DEFAULT_CORPUS
+#define MINITRAIN_DEFAULT_CORPUS "testdata/corpus.txt"
+#endif
+
+namespace {
+
+constexpr int kExitTrouble = 2;
+
+std::string executable_path(const char* argv0) {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) return self.string();
+  return std::filesystem::absolute(argv0).string();
+}
+
+std::string planted_json(minitrain::Planted planted, const minitrain::ModelShape& shape) {
+  nlohmann::ordered_json j;
+  if (planted == minitrain::Planted::resume_rng) {
+    j["state"] = minitrain::kRngStateName;
+  } else {
+    const auto site = minitrain::planted_site(planted, shape);
+    j["op"] = site.op;
+    j["scope"] = site.scope;
+  }
+  return j.dump();
+}
+
+// The deterministic environment (DESIGN.md §6): applied and recorded with
+// --deterministic-mode, only recorded without it.
+std::vector<std::pair<std::string, std::string>> environment(bool deterministic_mode) {
+  if (!deterministic_mode) {
+    return dtrace::determinism::header_env(
+        dtrace::determinism::validate(dtrace::determinism::process_environment()));
+  }
+  const auto applied = dtrace::determinism::apply();
+  if (!applied.ok()) {
+    std::string why;
+    for (const auto& check : applied.checks) {
+      if (!check.valid) why += "\n  " + check.reason;
+    }
+    throw minitrain::Error("--deterministic-mode: the environment is not deterministic:" + why);
+  }
+  return dtrace::determinism::header_env(applied.checks);
+}
+
+void print_summary(const minitrain::RunResult& result, const minitrain::Config& config) {
+  using Mode = minitrain::RunResult::Mode;
+  if (result.mode == Mode::isolate) {
+    std::printf("minitrain: isolated run: %d repetitions (all ranks)\n", result.isolated_runs);
+    return;
+  }
+  if (result.mean_loss.empty()) return;
+  std::printf("minitrain: steps %lld..%lld, loss %.4f -> %.4f%s%s\n",
+              static_cast<long long>(result.first_step),
+              static_cast<long long>(result.end_step - 1), result.mean_loss.front(),
+              result.mean_loss.back(), result.mode == Mode::train ? ", run " : " (replay)",
+              result.mode == Mode::train ? config.out.c_str() : "");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  minitrain::Config config;
+  config.corpus = MINITRAIN_DEFAULT_CORPUS;
+  std::string level = "step";
+  std::string nondet = "none";
+  std::string print_planted;
+  std::int64_t resume_step = -1;
+  std::uint64_t chaos_seed = 0;
+
+  CLI::App app{"minitrain: a small GPT trained on the CPU, traced with dtrace"};
+  app.add_option("--steps", config.steps,
+                 "optimizer steps in all (a resumed run continues to this)")
+      ->capture_default_str();
+  app.add_option("--ranks", config.ranks, "data-parallel ranks (threads)")->capture_default_str();
+  app.add_option("--level", level, "recording level")
+      ->check(CLI::IsMember({"step", "layer", "kernel"}))
+      ->capture_default_str();
+  app.add_option("--out", config.out, "run directory to create (one rank<r>.jsonl per rank)");
+  app.add_option("--seed", config.seed, "initialization, dropout and data seed")
+      ->capture_default_str();
+  app.add_option("--checkpoint-every", config.checkpoint_every, "write a checkpoint every K steps")
+      ->capture_default_str();
+  app.add_option("--checkpoint-dir", config.checkpoint_dir,
+                 "where checkpoints are written and read");
+  app.add_flag("--resume", config.resume,
+               "continue from the newest checkpoint in --checkpoint-dir");
+  auto* resume_step_opt = app.add_option("--resume-step", resume_step,
+                                         "with --resume: the checkpoint step to resume from");
+  app.add_option("--nondet", nondet, "plant one kind of nondeterminism")->check(CLI::IsMember([] {
+    std::vector<std::string> names{"none"};
+    for (auto n : minitrain::planted_names()) names.emplace_back(n);
+    return names;
+  }()));
+  auto* chaos_opt =
+      app.add_option("--chaos-seed", chaos_seed,
+                     "pin the source planted nondeterminism draws from (default: fresh each run)");
+  app.add_option("--print-planted", print_planted,
+                 "print the op and scope (or state) a --nondet switch plants, as JSON, and exit");
+  app.add_option("--corpus", config.corpus, "training text")->capture_default_str();
+  app.add_option("--d-model", config.shape.d_model, "model width")->capture_default_str();
+  app.add_option("--layers", config.shape.n_layer, "transformer blocks")->capture_default_str();
+  app.add_option("--heads", config.shape.n_head, "attention heads")->capture_default_str();
+  app.add_option("--seq", config.shape.seq, "sequence length")->capture_default_str();
+  app.add_option("--batch", config.shape.batch, "sequences per rank per step")
+      ->capture_default_str();
+  app.add_option("--dropout", config.shape.dropout, "dropout probability")->capture_default_str();
+  app.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
+  app.add_flag("--deterministic-mode,!--no-deterministic-mode", config.deterministic_mode,
+               "apply and record the deterministic environment (default on)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitTrouble;
+  }
+
+  try {
+    config.level = *dtrace::parse_level(level);
+    config.planted = *minitrain::parse_planted(nondet);
+    if (*resume_step_opt) config.resume_step = resume_step;
+    if (*chaos_opt) config.chaos_seed = chaos_seed;
+    if (!print_planted.empty()) {
+      const auto planted = minitrain::parse_planted(print_planted);
+      if (!planted || *planted == minitrain::Planted::none) {
+        throw minitrain::Error("--print-planted: unknown switch '" + print_planted + "'");
+      }
+      std::printf("%s\n", planted_json(*planted, config.shape).c_str());
+      return 0;
+    }
+    const auto request = dtrace::ReplayRequest::from_environment();
+    minitrain::validate(config, request.is_replay());
+    const auto env = environment(config.deterministic_mode);
+    const auto result = minitrain::run(config, executable_path(argv[0]), request, env);
+    print_summary(result, config);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "minitrain: error: %s\n", e.what());
+    return kExitTrouble;
+  }
+}

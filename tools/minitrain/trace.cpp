@@ -1,0 +1,133 @@
+#include "trace.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace minitrain {
+
+Isolation Isolation::parse(const std::optional<std::string>& target, int repeat) {
+  Isolation isolation;
+  if (!target) return isolation;
+  isolation.repeat = repeat < 1 ? 1 : repeat;
+  const auto sep = target->find("::");
+  if (sep == std::string::npos) {
+    isolation.kind = Kind::layer;
+    isolation.scope = *target;
+  } else {
+    isolation.kind = Kind::op;
+    isolation.scope = target->substr(0, sep);
+    isolation.op = target->substr(sep + 2);
+  }
+  return isolation;
+}
+
+Trace::Trace(dtrace::Recorder* recorder, Isolation isolation,
+             std::function<void(int)> on_repetition)
+    : recorder_(recorder),
+      isolation_(std::move(isolation)),
+      on_repetition_(std::move(on_repetition)) {}
+
+Trace::Scope::Scope(Trace* trace, std::string_view part)
+    : trace_(trace), previous_length_(trace->path_.size()) {
+  if (!trace_->path_.empty()) trace_->path_ += '/';
+  trace_->path_ += part;
+  if (dtrace::Recorder* rec = trace_->recorder()) recorder_scope_.emplace(rec->scope(part));
+}
+
+Trace::Scope::~Scope() {
+  recorder_scope_.reset();
+  trace_->path_.resize(previous_length_);
+}
+
+Trace::Scope Trace::scope(std::string_view part) { return Scope(this, part); }
+
+void Trace::record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
+                   const std::vector<Arg>& args) {
+  dtrace::Recorder* rec = recorder();
+  if (rec == nullptr || !rec->wants(level)) return;
+  for (const Arg& a : args) {
+    rec->tensor(level, op, io, a.name, dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape});
+  }
+}
+
+bool Trace::load_captured(std::string_view op, const std::vector<Arg>& ins) {
+  std::size_t found = 0;
+  std::string missing;
+  for (const Arg& a : ins) {
+    auto bytes = recorder_->captured(path_, op, dtrace::RecordIo::in, a.name);
+    if (!bytes) {
+      missing = std::string(a.name);
+      continue;
+    }
+    if (bytes->size() != a.bytes) {
+      throw std::runtime_error("DTRACE_INPUTS: captured input " + path_ + "::" + std::string(op) +
+                               " " + std::string(a.name) + " has " + std::to_string(bytes->size()) +
+                               " bytes, this configuration needs " + std::to_string(a.bytes) +
+                               " (was the capture made with other model flags?)");
+    }
+    std::memcpy(a.data, bytes->data(), a.bytes);
+    ++found;
+  }
+  if (found == 0) return false;
+  if (found != ins.size()) {
+    throw std::runtime_error("DTRACE_INPUTS: the capture holds some inputs of " + path_ +
+                             "::" + std::string(op) + " but not '" + missing + "'");
+  }
+  return true;
+}
+
+void Trace::run_isolated(std::string_view op, dtrace::Level level, const std::vector<Arg>& ins,
+                         const std::vector<Arg>& outs, const std::function<void()>& run) {
+  if (recorder_ == nullptr) throw std::runtime_error("isolation needs a recorder");
+  // A collective needs every rank: a rank without captured inputs would leave
+  // the others waiting forever.
+  if (!load_captured(op, ins)) {
+    if (path_.starts_with("comm/")) {
+      throw std::runtime_error("DTRACE_INPUTS: the capture lacks this rank's inputs of " + path_ +
+                               ", and a collective needs every rank");
+    }
+    return;
+  }
+  for (int k = 0; k < isolation_.repeat; ++k) {
+    if (k > 0) load_captured(op, ins);
+    recorder_->begin_repetition(k);
+    if (on_repetition_) on_repetition_(k);
+    record(level, op, dtrace::RecordIo::in, ins);
+    run();
+    record(level, op, dtrace::RecordIo::out, outs);
+    ++isolated_runs_;
+  }
+}
+
+void Trace::layer(std::string_view part, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
+                  const std::function<void()>& body) {
+  Scope s = scope(part);
+  switch (isolation_.kind) {
+    case Isolation::Kind::none:
+      record(dtrace::Level::layer, part, dtrace::RecordIo::in, ins);
+      body();
+      record(dtrace::Level::layer, part, dtrace::RecordIo::out, outs);
+      return;
+    case Isolation::Kind::layer:
+      if (path_ == isolation_.scope) run_isolated(part, dtrace::Level::layer, ins, outs, body);
+      return;
+    case Isolation::Kind::op:
+      if (path_ == isolation_.scope) body();
+      return;
+  }
+}
+
+void Trace::kernel(std::string_view op, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
+                   const std::function<void()>& run) {
+  if (isolation_.kind == Isolation::Kind::op) {
+    if (path_ == isolation_.scope && op == isolation_.op) {
+      run_isolated(op, dtrace::Level::kernel, ins, outs, run);
+    }
+    return;
+  }
+  record(dtrace::Level::kernel, op, dtrace::RecordIo::in, ins);
+  run();
+  record(dtrace::Level::kernel, op, dtrace::RecordIo::out, outs);
+}
+
+}  // namespace minitrain

@@ -1,0 +1,94 @@
+// Trace: the one dispatch point through which every kernel and every layer of
+// minitrain runs, and the only code that talks to the dtrace recorder.
+//
+// A kernel is called with its named inputs and outputs; a layer is a scope with
+// the named tensors it reads (activations, every weight, saved activations, the
+// RNG state) and writes, enough to run it again from those alone. Trace records
+// them at the recorder's level, and under DTRACE_ISOLATE it is what makes a
+// layer or a single op run alone: everything but the target is skipped, the
+// target's inputs are loaded from the capture before each repetition, and the
+// repetitions are recorded one after the other.
+#pragma once
+
+#include <dtrace/recorder.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor.hpp"
+
+namespace minitrain {
+
+// What DTRACE_ISOLATE asked for: nothing, a layer ("fwd/layer.1/mlp") or one op
+// in a layer ("fwd/layer.1/mlp::gemm_fc2").
+struct Isolation {
+  enum class Kind { none, layer, op };
+  Kind kind = Kind::none;
+  std::string scope;
+  std::string op;
+  int repeat = 1;
+
+  static Isolation parse(const std::optional<std::string>& target, int repeat);
+  bool active() const { return kind != Kind::none; }
+};
+
+class Trace {
+ public:
+  // `recorder` may be null (no recording at all, as in unit tests). Before each
+  // isolated repetition k, `on_repetition(k)` lets the rank re-key its chaos.
+  Trace(dtrace::Recorder* recorder, Isolation isolation, std::function<void(int)> on_repetition);
+
+  // Off while fast-forwarding to a replayed step: nothing reaches the recorder.
+  void set_recording(bool on) { recording_ = on; }
+  // The recorder when records may be written now, else null.
+  dtrace::Recorder* recorder() const { return recording_ ? recorder_ : nullptr; }
+  const Isolation& isolation() const { return isolation_; }
+  // How many times the isolated target ran here (0: not found or not captured).
+  int isolated_runs() const { return isolated_runs_; }
+
+  // A plain scope part ("fwd", "layer.1"); pops on destruction.
+  class Scope {
+   public:
+    Scope(Scope&&) = default;
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope();
+
+   private:
+    friend class Trace;
+    Scope(Trace* trace, std::string_view part);
+    Trace* trace_;
+    std::optional<dtrace::Recorder::Scope> recorder_scope_;
+    std::size_t previous_length_;
+  };
+  [[nodiscard]] Scope scope(std::string_view part);
+  const std::string& path() const { return path_; }
+
+  // A layer scope: its inputs and outputs are recorded at Level::layer under op
+  // = `part`. The body calls kernels.
+  void layer(std::string_view part, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
+             const std::function<void()>& body);
+  // A kernel: inputs and outputs recorded at Level::kernel; `run` computes.
+  void kernel(std::string_view op, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
+              const std::function<void()>& run);
+
+ private:
+  void record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
+              const std::vector<Arg>& args);
+  // Loads every input of `op` in the current scope from the capture. False when
+  // the capture has none of them (this rank was not captured).
+  bool load_captured(std::string_view op, const std::vector<Arg>& ins);
+  void run_isolated(std::string_view op, dtrace::Level level, const std::vector<Arg>& ins,
+                    const std::vector<Arg>& outs, const std::function<void()>& run);
+
+  dtrace::Recorder* recorder_;
+  bool recording_ = true;
+  Isolation isolation_;
+  std::function<void(int)> on_repetition_;
+  std::string path_;
+  int isolated_runs_ = 0;
+};
+
+}  // namespace minitrain

@@ -1,0 +1,400 @@
+#include "trainer.hpp"
+
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "checkpoint.hpp"
+#include "comm.hpp"
+#include "kernels.hpp"
+#include "trace.hpp"
+
+namespace minitrain {
+
+namespace fs = std::filesystem;
+using dtrace::Level;
+using dtrace::RecordIo;
+
+void fill_batch(const std::string& corpus, const ModelShape& shape, int rank,
+                std::int64_t data_position, Tokens& inputs, Tokens& targets) {
+  const std::uint64_t span = corpus.size() - static_cast<std::size_t>(shape.seq) - 1;
+  for (int b = 0; b < shape.batch; ++b) {
+    const std::uint64_t i =
+        static_cast<std::uint64_t>(data_position) +
+        static_cast<std::uint64_t>(rank) * static_cast<std::uint64_t>(shape.batch) +
+        static_cast<std::uint64_t>(b);
+    const std::uint64_t start = (i * 2654435761ULL + 12345ULL) % span;
+    for (int t = 0; t < shape.seq; ++t) {
+      inputs.data[static_cast<std::size_t>(b * shape.seq + t)] =
+          static_cast<unsigned char>(corpus[start + static_cast<std::size_t>(t)]);
+      targets.data[static_cast<std::size_t>(b * shape.seq + t)] =
+          static_cast<unsigned char>(corpus[start + static_cast<std::size_t>(t) + 1]);
+    }
+  }
+}
+
+namespace {
+
+std::string read_corpus(const std::string& path, const ModelShape& shape) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("corpus " + path + ": cannot open");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() < static_cast<std::size_t>(shape.seq) + 2) {
+    throw Error("corpus " + path + ": " + std::to_string(text.size()) +
+                " bytes, too short for --seq " + std::to_string(shape.seq));
+  }
+  return text;
+}
+
+TrainState initial_state(const Config& c, const Layout& layout) {
+  TrainState s;
+  init_params(layout, c.seed, s.params);
+  s.adam_m.assign(layout.total, 0.0f);
+  s.adam_v.assign(layout.total, 0.0f);
+  for (int r = 0; r < c.ranks; ++r) {
+    s.rngs.push_back(
+        Xoshiro::seeded(mix_key(c.seed, 0x44524f50ULL, static_cast<std::uint64_t>(r))));
+  }
+  return s;
+}
+
+// A resumed run's restore. With resume-rng it "forgets" the RNG state and
+// re-seeds from --seed, the classic incomplete restore.
+TrainState resume_from(const Config& c, const Layout& layout, std::int64_t step) {
+  TrainState s = read_checkpoint(checkpoint_path(c.checkpoint_dir, step), c.shape, c.ranks);
+  if (c.planted == Planted::resume_rng) s.rngs = initial_state(c, layout).rngs;
+  return s;
+}
+
+std::int64_t newest_for_resume(const Config& c) {
+  const auto newest = newest_checkpoint(c.checkpoint_dir, std::nullopt);
+  if (!newest) throw Error("--resume: no checkpoint (ckpt-*.bin) in " + c.checkpoint_dir);
+  return *newest;
+}
+
+class Session {
+ public:
+  Session(const Config& config, const std::string& executable, const dtrace::ReplayRequest& request,
+          const std::vector<std::pair<std::string, std::string>>& env)
+      : config_(config),
+        request_(request),
+        isolation_(Isolation::parse(request.isolate, request.repeat)),
+        layout_(Layout::of(config.shape)),
+        comm_(config.ranks),
+        chaos_base_(config.chaos_seed ? *config.chaos_seed : fresh_chaos()) {
+    corpus_ = read_corpus(config_.corpus, config_.shape);
+    plan();
+    options_.run_dir = config_.out;
+    options_.run_name = config_.out.empty()
+                            ? std::string("minitrain")
+                            : fs::path(config_.out).lexically_normal().filename().string();
+    options_.world_size = config_.ranks;
+    options_.level = config_.level;
+    options_.env = env;
+    options_.config_json = config_json(config_);
+    options_.replay_argv = replay_argv(config_, executable);
+    rngs_.resize(static_cast<std::size_t>(config_.ranks));
+    losses_.assign(static_cast<std::size_t>(config_.ranks), {});
+  }
+
+  RunResult run() {
+    if (!request_.is_replay()) {
+      std::error_code ec;
+      if (fs::exists(config_.out, ec)) {
+        throw Error("run directory " + config_.out +
+                    " exists; refusing to overwrite it (choose a new --out)");
+      }
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < config_.ranks; ++r)
+      threads.emplace_back([this, r] { guarded_rank_main(r); });
+    for (auto& t : threads) t.join();
+    if (error_) std::rethrow_exception(error_);
+
+    RunResult result;
+    result.mode = isolation_.active() ? RunResult::Mode::isolate
+                  : request_.step     ? RunResult::Mode::replay_step
+                                      : RunResult::Mode::train;
+    result.first_step = first_recorded_;
+    result.end_step = end_;
+    result.isolated_runs = isolated_runs_;
+    if (isolation_.active() && isolated_runs_ == 0) {
+      throw Error("DTRACE_ISOLATE=" + *request_.isolate +
+                  ": no rank ran it (no such layer or op in this model, or DTRACE_INPUTS lacks its "
+                  "inputs)");
+    }
+    const std::size_t steps = losses_[0].size();
+    for (std::size_t i = 0; i < steps; ++i) {
+      double sum = 0;
+      for (const auto& l : losses_) sum += l[i];
+      result.mean_loss.push_back(sum / static_cast<double>(losses_.size()));
+    }
+    return result;
+  }
+
+ private:
+  struct Rank {
+    int rank;
+    std::unique_ptr<dtrace::Recorder> recorder;
+    Trace trace;
+    Model model;
+    PlantedState planted;
+    std::vector<float> params, grads, reduced, adam_m, adam_v;
+    std::int64_t adam_step = 0;
+    std::int64_t data_position = 0;
+    Xoshiro rng;
+    Tensor grad_norm{std::vector<std::int64_t>{1}};
+  };
+
+  static std::uint64_t fresh_chaos() {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }
+
+  // Which state the ranks start from and which steps they run.
+  void plan() {
+    const Config& c = config_;
+    if (isolation_.active()) {
+      start_ = initial_state(c, layout_);
+      end_ = 0;
+      return;
+    }
+    if (request_.step) {
+      const std::int64_t n = *request_.step;
+      if (n < 0) throw Error("DTRACE_REPLAY_STEP=" + std::to_string(n) + " is negative");
+      if (c.resume) {
+        const std::int64_t from = c.resume_step ? *c.resume_step : newest_for_resume(c);
+        if (from > n) {
+          throw Error("DTRACE_REPLAY_STEP=" + std::to_string(n) +
+                      ": this resumed run starts at step " + std::to_string(from));
+        }
+        start_ = resume_from(c, layout_, from);
+      } else if (auto ckpt = newest_checkpoint(c.checkpoint_dir, n)) {
+        start_ = read_checkpoint(checkpoint_path(c.checkpoint_dir, *ckpt), c.shape, c.ranks);
+      } else {
+        start_ = initial_state(c, layout_);
+      }
+      first_recorded_ = n;
+      end_ = n + 1;
+      return;
+    }
+    if (c.resume) {
+      resolved_resume_ = c.resume_step ? *c.resume_step : newest_for_resume(c);
+      config_.resume_step = resolved_resume_;
+      start_ = resume_from(c, layout_, resolved_resume_);
+      if (start_.step >= c.steps) {
+        throw Error("--resume: the checkpoint is at step " + std::to_string(start_.step) +
+                    ", nothing left to run with --steps " + std::to_string(c.steps));
+      }
+    } else {
+      start_ = initial_state(c, layout_);
+    }
+    first_recorded_ = start_.step;
+    end_ = c.steps;
+  }
+
+  void guarded_rank_main(int rank) {
+    try {
+      rank_main(rank);
+    } catch (const CommAborted&) {
+      // Another rank failed first; its error is the one to report.
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      comm_.abort();
+    }
+  }
+
+  void rank_main(int rank) {
+    dtrace::RunOptions options = options_;
+    options.rank = rank;
+    auto recorder = dtrace::Recorder::open(options, request_);
+    Rank* self = nullptr;
+    auto on_repetition = [&self](int k) { self->planted.begin_repetition(k); };
+    Rank r{rank,
+           std::move(recorder),
+           Trace(nullptr, isolation_, on_repetition),
+           Model(config_.shape, layout_),
+           PlantedState{},
+           start_.params,
+           std::vector<float>(layout_.total),
+           std::vector<float>(layout_.total),
+           start_.adam_m,
+           start_.adam_v,
+           start_.adam_step,
+           start_.data_position,
+           start_.rngs[static_cast<std::size_t>(rank)],
+           Tensor({1})};
+    self = &r;
+    r.trace = Trace(r.recorder.get(), isolation_, on_repetition);
+    r.planted.planted = config_.planted;
+    r.planted.chaos_base = chaos_base_;
+    r.planted.rank = rank;
+    rngs_[static_cast<std::size_t>(rank)] = &r.rng;
+
+    if (isolation_.active()) {
+      run_step(r, 0);
+      std::lock_guard lock(mutex_);
+      isolated_runs_ += r.trace.isolated_runs();
+      return;
+    }
+    for (std::int64_t step = start_.step; step < end_; ++step) {
+      r.trace.set_recording(step >= first_recorded_);
+      run_step(r, step);
+      if (!request_.is_replay()) maybe_checkpoint(r, step + 1);
+    }
+  }
+
+  void maybe_checkpoint(Rank& r, std::int64_t next) {
+    const std::int64_t k = config_.checkpoint_every;
+    if (k <= 0 || next % k != 0 || next >= config_.steps) return;
+    comm_.barrier();
+    if (r.rank == 0) {
+      TrainState state;
+      state.step = next;
+      state.params = r.params;
+      state.adam_m = r.adam_m;
+      state.adam_v = r.adam_v;
+      state.adam_step = r.adam_step;
+      state.data_position = r.data_position;
+      for (const Xoshiro* rng : rngs_) state.rngs.push_back(*rng);
+      write_checkpoint(config_.checkpoint_dir, config_.shape, state);
+    }
+    comm_.barrier();
+  }
+
+  void record_state(Rank& r, dtrace::Recorder& rec) {
+    auto scope = r.trace.scope("step");
+    auto put = [&](std::string_view op, std::vector<float>& flat) {
+      for (const ParamInfo& p : layout_.params) {
+        rec.tensor(Level::step, op, RecordIo::state, p.name,
+                   {flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape});
+      }
+    };
+    put("param", r.params);
+    put("adam_m", r.adam_m);
+    put("adam_v", r.adam_v);
+    rec.tensor(Level::step, "adam", RecordIo::state, "step",
+               {&r.adam_step, sizeof(std::int64_t), "i64", {1}});
+    rec.tensor(Level::step, "rng", RecordIo::state, kRngStateName,
+               {r.rng.s.data(), sizeof(r.rng.s), "u64", {4}});
+    rec.tensor(Level::step, "data", RecordIo::state, "position",
+               {&r.data_position, sizeof(std::int64_t), "i64", {1}});
+  }
+
+  void run_step(Rank& r, std::int64_t step) {
+    const auto started = std::chrono::steady_clock::now();
+    r.planted.begin_step(step);
+    fill_batch(corpus_, config_.shape, r.rank, r.data_position, r.model.inputs(),
+               r.model.targets());
+    dtrace::Recorder* rec = isolation_.active() ? nullptr : r.trace.recorder();
+    if (rec != nullptr) {
+      rec->begin_step(step);
+      record_state(r, *rec);
+    }
+    const float loss = r.model.forward_backward(r.trace, r.planted, r.rng, r.params, r.grads);
+    const std::vector<std::int64_t> flat{static_cast<std::int64_t>(layout_.total)};
+    {
+      auto comm = r.trace.scope("comm");
+      const std::vector<Arg> ins{arg("grads", r.grads.data(), flat)};
+      const std::vector<Arg> outs{arg("grads", r.reduced.data(), flat)};
+      Chaos* arrival = config_.planted == Planted::allreduce_arrival ? &r.planted.chaos : nullptr;
+      r.trace.layer("grad_allreduce", ins, outs, [&] {
+        r.trace.kernel("allreduce", ins, outs, [&] {
+          comm_.allreduce_mean(r.rank, r.grads.data(), r.reduced.data(), layout_.total, arrival);
+        });
+      });
+    }
+    if (rec != nullptr) {
+      auto scope = r.trace.scope("step");
+      for (const ParamInfo& p : layout_.params) {
+        rec->tensor(Level::step, "grads", RecordIo::out, p.name,
+                    {r.reduced.data() + p.offset, p.size * sizeof(float), "f32", p.shape});
+      }
+    }
+    optimizer_step(r, flat);
+    if (!isolation_.active()) {
+      r.data_position += static_cast<std::int64_t>(config_.ranks) * config_.shape.batch;
+      if (step >= first_recorded_) losses_[static_cast<std::size_t>(r.rank)].push_back(loss);
+    }
+    if (rec != nullptr) {
+      auto scope = r.trace.scope("step");
+      rec->scalar(Level::step, "loss", RecordIo::metric, "loss", "f32",
+                  std::bit_cast<std::uint32_t>(loss), loss);
+      const float norm = r.grad_norm.data[0];
+      rec->scalar(Level::step, "grad_norm", RecordIo::metric, "grad_norm", "f32",
+                  std::bit_cast<std::uint32_t>(norm), norm);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      rec->scalar(Level::step, "time", RecordIo::timing, "step_seconds", "f64",
+                  std::bit_cast<std::uint64_t>(seconds), seconds);
+      rec->end_step();
+    }
+  }
+
+  void optimizer_step(Rank& r, const std::vector<std::int64_t>& flat) {
+    const std::vector<Arg> state{
+        arg("params", r.params.data(), flat), arg("adam_m", r.adam_m.data(), flat),
+        arg("adam_v", r.adam_v.data(), flat), arg("adam_step", r.adam_step)};
+    std::vector<Arg> ins = state;
+    ins.insert(ins.begin() + 1, arg("grads", r.reduced.data(), flat));
+    std::vector<Arg> outs = state;
+    outs.push_back(arg("grad_norm", r.grad_norm));
+    r.trace.layer("opt", ins, outs, [&] {
+      r.trace.kernel("grad_norm", {arg("grads", r.reduced.data(), flat)},
+                     {arg("norm", r.grad_norm)}, [&] {
+                       r.grad_norm.data[0] =
+                           std::sqrt(kernels::sum_of_squares(r.reduced.data(), layout_.total));
+                     });
+      std::vector<Arg> adam_ins = ins;
+      adam_ins.push_back(arg("grad_norm", r.grad_norm));
+      r.trace.kernel("adamw", adam_ins, state, [&] {
+        for (const ParamInfo& p : layout_.params) {
+          kernels::adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(),
+                         r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
+                         r.grad_norm.data[0]);
+        }
+        ++r.adam_step;
+      });
+    });
+  }
+
+  Config config_;
+  dtrace::ReplayRequest request_;
+  Isolation isolation_;
+  Layout layout_;
+  Comm comm_;
+  std::uint64_t chaos_base_;
+  std::string corpus_;
+  dtrace::RunOptions options_;
+  TrainState start_;
+  std::int64_t first_recorded_ = 0;
+  std::int64_t end_ = 0;
+  std::int64_t resolved_resume_ = 0;
+  std::vector<const Xoshiro*> rngs_;
+  std::vector<std::vector<float>> losses_;
+  std::mutex mutex_;
+  std::exception_ptr error_;
+  int isolated_runs_ = 0;
+};
+
+}  // namespace
+
+RunResult run(const Config& config, const std::string& executable,
+              const dtrace::ReplayRequest& request,
+              const std::vector<std::pair<std::string, std::string>>& env) {
+  Session session(config, executable, request, env);
+  return session.run();
+}
+
+}  // namespace minitrain
