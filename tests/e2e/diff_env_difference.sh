@@ -1,0 +1,14 @@
+#!/bin/bash
+# Header differences (env NCCL_ALGO Ring vs Tree, config optim.lr) are reported; the records are identical.
+. "$(dirname "$0")/lib.sh"
+D=$TESTDATA/diff/env_difference
+
+run_dtrace 0 diff --json "$D/a" "$D/b"
+identical_over 0 2 3 2 30
+json_true '{"section": "env", "key": "NCCL_ALGO", "a": "Ring", "b": "Tree"} in d["header_differences"]'
+json_true '{"section": "config", "key": "optim.lr", "a": 0.001, "b": 0.002} in d["header_differences"]'
+json_true 'len(d["header_differences"]) == 2'
+
+run_dtrace 0 diff "$D/a" "$D/b"
+out_has "env NCCL_ALGO: A Ring, B Tree"
+out_has "config optim.lr: A 0.001, B 0.002"
