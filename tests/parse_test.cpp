@@ -81,6 +81,10 @@ TEST_CASE("end records and headers are told apart from records", "[parse]") {
   CHECK(end.step == 37);
   CHECK(end.rank == 2);
   CHECK(end.count == 119);
+  // A header's `hash` is an algorithm name, not hex digits.
+  CHECK(parse(R"({"dtrace":"fp/1","run":"a","world_size":4,"hash":"xxh3-64k/1"})").kind ==
+        LineKind::header);
+  CHECK(parse(R"({"hash":"xxh3-64k/1","world_size":4,"dtrace":"fp/1"})").kind == LineKind::header);
   CHECK(parse(R"({"step":1,"rank":0,"end":true})").problem == "end record without field 'count'");
 }
 
@@ -141,8 +145,9 @@ TEST_CASE("malformed records say what is wrong", "[parse]") {
   CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
                 R"("shape":[2,"x"],"hash":"00"})") == "field 'shape' must be an array of integers");
   CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
-                R"("hash":"xyz"})")
-            .find("field 'hash' must be 1 to 32 hex digits") == 0);
+                R"("hash":"xyz"})") == "field 'hash' must be 1 to 32 hex digits, not 'xyz'");
+  CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
+                R"("bits":7})") == "field 'bits' must be 1 to 32 hex digits");
   CHECK(problem(R"({"step":0,"rank":-1,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
                 R"("hash":"00"})") == "field 'rank' out of range");
   CHECK(problem("[1,2,3]") == "not a JSON object");

@@ -253,6 +253,10 @@ TEST_CASE("header errors name the file's first line", "[reader]") {
   e = open_error(file);
   CHECK(e.rfind(file + ":1: header without field 'world_size'", 0) == 0);
 
+  // Two logs concatenated into one file: the second header is named as such.
+  write_text(file, header(1) + "\n" + join(body(1, 1, 1)) + header(1) + rest);
+  CHECK(read_error(file) == file + ":4: a second header in one file");
+
   write_text(file, join(body(1, 1, 1)));  // no header at all
   CHECK(open_error(file).rfind(file + ":1: ", 0) == 0);
 

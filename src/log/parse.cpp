@@ -50,7 +50,7 @@ bool get_text(od::value value, std::string_view key, std::string_view& out, Pars
 }
 
 bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& dims,
-                  ParsedLine& out, unsigned& seen) {
+                  ParsedLine& out, unsigned& seen, std::string& bad_digest) {
   Record& r = out.record;
   for (auto field_result : object) {
     od::field field;
@@ -108,10 +108,10 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
       r.shape = intern.shape(dims);
       r.has_shape = true;
     } else if (key == "hash" || key == "bits") {
-      if (!get_text(value, key, text, out)) return false;
-      if (!parse_digest(text, r.digest)) {
-        return malformed(out, "field '" + std::string(key) + "' must be 1 to 32 hex digits, not '" +
-                                  std::string(text.substr(0, 40)) + "'");
+      // A header's `hash` names the algorithm: judge it once the line's kind is known.
+      if (value.get_string().get(text) != simdjson::SUCCESS || !parse_digest(text, r.digest)) {
+        bad_digest = "field '" + std::string(key) + "' must be 1 to 32 hex digits";
+        if (!text.empty()) bad_digest += ", not '" + std::string(text.substr(0, 40)) + "'";
       }
       r.scalar = key == "bits";
       seen |= r.scalar ? kBits : kHash;
@@ -169,7 +169,8 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
     return;
   }
   unsigned seen = 0;
-  if (!parse_fields(object, intern, impl_->dims, out, seen)) return;
+  std::string bad_digest;
+  if (!parse_fields(object, intern, impl_->dims, out, seen, bad_digest)) return;
   // Past the object only the end of input may follow.
   if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
     malformed(out, "unexpected text after the JSON object");
@@ -177,6 +178,10 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
   }
   if (seen & kHeader) {
     out.kind = LineKind::header;
+    return;
+  }
+  if (!bad_digest.empty()) {
+    malformed(out, std::move(bad_digest));
     return;
   }
   if (seen & kEnd) {
