@@ -151,6 +151,10 @@ TEST_CASE("malformed records say what is wrong", "[parse]") {
   CHECK(problem(R"({"step":0,"rank":-1,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
                 R"("hash":"00"})") == "field 'rank' out of range");
   CHECK(problem("[1,2,3]") == "not a JSON object");
+  CHECK(problem("42") == "not a JSON object");
+  CHECK(problem(R"({"step":0,"rank":0)") == "not valid JSON");
+  CHECK(problem(R"({"step":0,"rank":)") == "not valid JSON");
+  CHECK(problem("{oops}") == "not valid JSON");
   CHECK(problem(kTensor + " {}") == "unexpected text after the JSON object");
 }
 

@@ -164,8 +164,10 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
     return;
   }
   od::object object;
-  if (doc.get_object().get(object) != simdjson::SUCCESS) {
-    malformed(out, "not a JSON object");
+  if (auto error = doc.get_object().get(object); error != simdjson::SUCCESS) {
+    // Only a well-formed value of another type is "not an object"; a line cut
+    // short or otherwise broken is not JSON at all.
+    malformed(out, error == simdjson::INCORRECT_TYPE ? "not a JSON object" : "not valid JSON");
     return;
   }
   unsigned seen = 0;
