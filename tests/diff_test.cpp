@@ -198,6 +198,14 @@ TEST_CASE("ulp distance of f64 and 16-bit patterns", "[diff][ulp]") {
   CHECK(ulp_distance(bits(0x8000, 4), bits(0x0000, 4)) == 1u);
 }
 
+TEST_CASE("ulp distance of f16 NaNs is unknown", "[diff][ulp]") {
+  // f16 has a 5-bit exponent: 7c01..7fff are NaNs although bf16 reads them as numbers.
+  CHECK_FALSE(ulp_distance(bits(0x7e00, 4), bits(0x7e01, 4), "f16").has_value());
+  CHECK_FALSE(ulp_distance(bits(0x7c01, 4), bits(0x3c00, 4), "f16").has_value());
+  CHECK(ulp_distance(bits(0x7bff, 4), bits(0x7c00, 4), "f16") == 1u);  // max finite, inf
+  CHECK(ulp_distance(bits(0x7e00, 4), bits(0x7e01, 4), "bf16") == 1u);  // numbers in bf16
+}
+
 TEST_CASE("ulp distance needs patterns of one width", "[diff][ulp]") {
   CHECK_FALSE(ulp_distance(bits(0x3f80, 4), bits(0x3f800000, 8)).has_value());
   CHECK_FALSE(ulp_distance(bits(0x3f, 2), bits(0x3f, 2)).has_value());
@@ -483,6 +491,18 @@ TEST_CASE("a scalar mismatch carries its ulp distance", "[diff]") {
   r = diff(dir2, a, b);
   REQUIRE(r.first);
   CHECK(r.first->kind == Kind::value);
+  CHECK_FALSE(r.first->ulp.has_value());
+
+  // An f16 NaN (7e00, 7e01) has no ulp distance either, though bf16 would read numbers.
+  TempDir dir3;
+  for (auto [spec, pattern] : {std::pair{&a, 0x7e00u}, std::pair{&b, 0x7e01u}}) {
+    Record& loss = spec->at(1, 2)[kLoss];
+    loss.dtype = "f16";
+    loss.digest = bits(pattern, 4);
+  }
+  r = diff(dir3, a, b);
+  REQUIRE(r.first);
+  CHECK(r.first->a["bits"] == "7e00");
   CHECK_FALSE(r.first->ulp.has_value());
 }
 
