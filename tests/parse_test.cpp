@@ -97,6 +97,9 @@ TEST_CASE("unknown fields are ignored, whatever their value", "[parse]") {
   const ParsedLine& p = parse(line);
   REQUIRE(p.kind == LineKind::record);
   CHECK(p.record.op == "gemm_fc2");
+  // Numbers too large for a double or an integer are still JSON.
+  CHECK(parse(R"({"big":[1e400,18446744073709551616,-0.5E-3,0],)" + kTensor.substr(1)).kind ==
+        LineKind::record);
   CHECK(p.record.digest.hex() == "9f0a1b2c3d4e5f60");
   // An end record with an extra field is still an end record.
   CHECK(parse(R"({"step":1,"rank":0,"end":true,"count":3,"wall_ms":12.5})").kind == LineKind::end);
@@ -156,6 +159,22 @@ TEST_CASE("malformed records say what is wrong", "[parse]") {
   CHECK(problem(R"({"step":0,"rank":)") == "not valid JSON");
   CHECK(problem("{oops}") == "not valid JSON");
   CHECK(problem(kTensor + " {}") == "unexpected text after the JSON object");
+  CHECK(problem(R"({"step":0 "rank":0})") == "not valid JSON");
+}
+
+TEST_CASE("a line is malformed when an unknown field's value is not valid JSON", "[parse]") {
+  // Unknown fields are ignored, but the line must still be one JSON object
+  // (DESIGN.md §3): garbage inside an ignored value is not silently accepted.
+  Parse parse;
+  for (const char* extra : {R"("x":[1,,2])", R"("x":{"a" 1})", R"("x":tru)", R"("x":"\q")",
+                            R"("x":[1,2})",
+                            R"("value":tru)", R"("x":01)", R"("x":1.)", R"("x":-)", R"("x":1e+)", R"("x":{"a":1 "b":2})", R"("x":[1 2])"}) {
+    INFO(extra);
+    const ParsedLine& p = parse(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out",)"
+                                R"("name":"n","hash":"00",)" +
+                                std::string(extra) + "}");
+    CHECK(p.kind == LineKind::malformed);
+  }
 }
 
 TEST_CASE("digests keep their digit count", "[parse]") {

@@ -49,6 +49,81 @@ bool get_text(od::value value, std::string_view key, std::string_view& out, Pars
   return true;
 }
 
+// JSON's number grammar. simdjson's own number parsers also refuse what is valid
+// but does not fit a double or a 64-bit integer (1e400), which this must allow.
+bool json_number(std::string_view token) {
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+  std::size_t i = 0;
+  auto digits = [&] {
+    const std::size_t start = i;
+    while (i < token.size() && token[i] >= '0' && token[i] <= '9') ++i;
+    return i - start;
+  };
+  if (i < token.size() && token[i] == '-') ++i;
+  if (i < token.size() && token[i] == '0') {
+    ++i;
+  } else if (digits() == 0) {
+    return false;
+  }
+  if (i < token.size() && token[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < token.size() && (token[i] == 'e' || token[i] == 'E')) {
+    ++i;
+    if (i < token.size() && (token[i] == '+' || token[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == token.size();
+}
+
+// Walks a value this reader does not use, so that a broken one makes the line
+// malformed: on-demand parsing would otherwise skip it unchecked.
+bool valid_json(od::value value, int depth = 0) {
+  od::json_type type;
+  if (depth > 64 || value.type().get(type) != simdjson::SUCCESS) return false;
+  switch (type) {
+    case od::json_type::array: {
+      od::array array;
+      if (value.get_array().get(array) != simdjson::SUCCESS) return false;
+      for (auto element : array) {
+        od::value v;
+        if (element.get(v) != simdjson::SUCCESS || !valid_json(v, depth + 1)) return false;
+      }
+      return true;
+    }
+    case od::json_type::object: {
+      od::object object;
+      if (value.get_object().get(object) != simdjson::SUCCESS) return false;
+      for (auto field_result : object) {
+        od::field field;
+        std::string_view key;
+        if (std::move(field_result).get(field) != simdjson::SUCCESS ||
+            field.unescaped_key().get(key) != simdjson::SUCCESS || !valid_json(field.value(), depth + 1)) {
+          return false;
+        }
+      }
+      return true;
+    }
+    case od::json_type::number: {
+      return json_number(value.raw_json_token());
+    }
+    case od::json_type::string: {
+      std::string_view text;
+      return value.get_string().get(text) == simdjson::SUCCESS;
+    }
+    case od::json_type::boolean: {
+      bool flag;
+      return value.get_bool().get(flag) == simdjson::SUCCESS;
+    }
+    case od::json_type::null: {
+      bool null = false;
+      return value.is_null().get(null) == simdjson::SUCCESS && null;
+    }
+  }
+  return false;
+}
+
 bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& dims,
                   ParsedLine& out, unsigned& seen, std::string& bad_digest) {
   Record& r = out.record;
@@ -123,6 +198,8 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
           r.value = v;
           r.has_value = true;
         }
+      } else if (!valid_json(value)) {
+        return malformed(out, "not valid JSON");
       }
     } else if (key == "end") {
       bool flag = false;
@@ -135,9 +212,11 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
       seen |= kCount;
     } else if (key == "dtrace") {
       seen |= kHeader;
+    } else if (!valid_json(value)) {
+      // Any other field is ignored (forward compatibility, DESIGN.md §3), but
+      // the line must still be JSON.
+      return malformed(out, "not valid JSON");
     }
-    // Any other field is ignored (forward compatibility, DESIGN.md §3); on-demand
-    // parsing skips its value when the loop moves on.
   }
   return true;
 }
