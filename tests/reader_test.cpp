@@ -310,3 +310,43 @@ TEST_CASE("a byte-order mark before the header is skipped", "[reader]") {
   CHECK(read_all(*reader).size() == 1);
   CHECK(has_note(*reader, "byte-order mark"));
 }
+
+TEST_CASE("more rank files than may be open at once are all read", "[reader]") {
+  // The reader keeps at most 64 files open, parking the least recently used and
+  // resuming it later at the same place.
+  TempDir dir;
+  const int ranks = 70;
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::vector<std::string> lines;
+    for (int step = 0; step < 3; ++step) {
+      for (int seq = 0; seq < 2; ++seq) lines.push_back(record(rank, step, seq));
+      lines.push_back(end(rank, step, 2));
+    }
+    write_text(dir.path("run/rank" + std::to_string(100 + rank) + ".jsonl"), header(ranks) + "\n" + join(lines));
+  }
+  auto reader = open(dir.path("run"));
+  const auto steps = read_all(*reader);
+  CHECK(steps.size() == 3 * ranks);
+  std::set<std::pair<int, std::int64_t>> seen;
+  for (const Step& s : steps) {
+    CHECK(s.status == StepStatus::complete);
+    CHECK(s.records.size() == 2);
+    seen.insert({s.rank, s.step});
+  }
+  CHECK(seen.size() == 3 * ranks);
+  CHECK(reader->records_read() == 6 * ranks);
+}
+
+TEST_CASE("a line longer than the read buffer is read whole", "[reader]") {
+  TempDir dir;
+  const std::string file = dir.path("run.jsonl");
+  std::string long_record = record(0, 0, 1);
+  long_record.insert(1, R"("blob":")" + std::string(3u << 20, 'x') + R"(",)");
+  write_text(file, header(1) + "\n" + record(0, 0, 0) + "\n" + long_record + "\n" + end(0, 0, 2) + "\n");
+  auto reader = open(file);
+  const auto steps = read_all(*reader);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].status == StepStatus::complete);
+  CHECK(steps[0].records.size() == 2);
+  CHECK(reader->location(steps[0].records[1]) == file + ":3");
+}
