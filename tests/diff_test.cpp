@@ -319,6 +319,56 @@ TEST_CASE("a differing input to another invocation of the collective does not ma
   CHECK(roles(r) == std::map<int, Role>{{0, Role::origin}, {1, Role::origin}});
 }
 
+TEST_CASE("a collective output without own inputs receives another rank's differing input",
+          "[diff][roles]") {
+  // A broadcast from rank 0: only the root records the input. When the root's
+  // input differs, rank 1's output differs because of it: a receiver, not unknown.
+  TempDir dir;
+  auto broadcasting = [] {
+    RunSpec spec = standard_run(2, 0, 2);
+    for (auto& [key, records] : spec.steps) {
+      std::vector<Record> broadcast;
+      if (key.first == 0) {
+        broadcast.push_back(tensor("comm/param_broadcast", "broadcast", Io::in, "w", "f32", kShapeGrad,
+                                   h(0, key.second, 11)));
+      }
+      broadcast.push_back(tensor("comm/param_broadcast", "broadcast", Io::out, "w", "f32", kShapeGrad,
+                                 h(0, key.second, 11)));
+      records.insert(records.begin() + 2, broadcast.begin(), broadcast.end());
+    }
+    return spec;
+  };
+  RunSpec b = broadcasting();
+  b.change(0, 1, kY);
+  b.change(0, 1, 2);  // rank 0's broadcast input
+  b.change(0, 1, 3);  // rank 0's broadcast output
+  b.change(1, 1, 2);  // rank 1's broadcast output
+  const Report r = diff(dir, broadcasting(), b);
+  REQUIRE(r.first);
+  CHECK(r.first->rank == 0);
+  CHECK(r.first->role == Role::origin);
+  REQUIRE(r.ranks.size() == 2);
+  CHECK(r.ranks[1].op == "broadcast");
+  CHECK(r.ranks[1].role == Role::receiver);
+}
+
+TEST_CASE("a collective output without inputs anywhere stays unknown", "[diff][roles]") {
+  TempDir dir;
+  auto with_barrier = [] {
+    RunSpec spec = standard_run(2, 0, 2);
+    for (auto& [key, records] : spec.steps) {
+      records.push_back(tensor("comm/sync", "all_gather", Io::out, "flags", "f32", kShapeGrad, h(0, key.second, 12)));
+    }
+    return spec;
+  };
+  RunSpec b = with_barrier();
+  b.change(1, 2, 5);
+  const Report r = diff(dir, with_barrier(), b);
+  REQUIRE(r.first);
+  CHECK(r.first->op == "all_gather");
+  CHECK(r.first->role == Role::unknown);
+}
+
 TEST_CASE("an op without recorded inputs gives role unknown", "[diff][roles]") {
   TempDir dir;
   RunSpec a = standard_run(2, 0, 2), b = standard_run(2, 0, 2);
