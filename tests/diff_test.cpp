@@ -588,6 +588,19 @@ TEST_CASE("a rank in one run only is noted, not compared", "[diff][steps]") {
   CHECK(has_note(r, "rank 1 only in run A, not compared"));
 }
 
+TEST_CASE("a rank file present twice: the extra records are noted, the steps compared", "[diff][steps]") {
+  TempDir dir;
+  const std::string a = write_run(dir, "a", standard_run(2, 0, 2));
+  std::filesystem::copy_file(a + "/rank0.jsonl", a + "/rank0-copy.jsonl");
+  auto report = diff_runs(a, write_run(dir, "b", standard_run(2, 0, 2)));
+  REQUIRE(report.ok());
+  CHECK_FALSE(report->diverged());
+  CHECK(report->compared.records == 30);
+  CHECK(report->notes == std::vector<std::string>{
+                             "steps 0-2 of run A: records after the step's end record (a file twice?), "
+                             "ignored (rank 0)"});
+}
+
 TEST_CASE("steps out of order in a file are still paired right", "[diff][steps]") {
   TempDir dir;
   // A's one file holds steps 3-5 before steps 0-2; B is in step order. Reading

@@ -77,6 +77,7 @@ struct Side {
   std::set<std::int32_t> out_of_order;  // ranks whose steps arrived out of step order
   std::map<std::int32_t, IntervalSet> one_sided;   // complete here, not in the other run
   std::map<std::int32_t, IntervalSet> unfinished;  // incomplete (or miscounted) here
+  std::map<std::int32_t, IntervalSet> late;  // records after the step was complete and compared
   std::set<std::int32_t> ranks;
 };
 
@@ -154,7 +155,7 @@ void take(Comparison& cmp, Side& x, Side& y, Step step, bool early_decisions) {
   const std::int32_t rank = step.rank;
   x.ranks.insert(rank);
   if (step.status != StepStatus::complete) {
-    x.unfinished[rank].insert(step.step);
+    (step.status == StepStatus::late ? x.late : x.unfinished)[rank].insert(step.step);
     return;
   }
   auto [max_it, first_time] = x.max_yielded.try_emplace(rank, step.step);
@@ -282,6 +283,8 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
   note_step_sets(report.notes, only_b, "only in run B, not compared");
   note_step_sets(report.notes, cmp.a.unfinished, "incomplete in run A (no end record or a wrong count), excluded");
   note_step_sets(report.notes, cmp.b.unfinished, "incomplete in run B (no end record or a wrong count), excluded");
+  note_step_sets(report.notes, cmp.a.late, "of run A: records after the step's end record (a file twice?), ignored");
+  note_step_sets(report.notes, cmp.b.late, "of run B: records after the step's end record (a file twice?), ignored");
   for (auto [side, other, label] : {std::tuple{&cmp.a, &cmp.b, "A"}, std::tuple{&cmp.b, &cmp.a, "B"}}) {
     std::vector<std::int32_t> lonely;
     for (auto rank : side->ranks) {
