@@ -26,7 +26,7 @@ namespace {
 enum Field : unsigned {
   kStep = 1u << 0, kRank = 1u << 1, kSeq = 1u << 2, kScope = 1u << 3, kOp = 1u << 4,
   kIo = 1u << 5, kName = 1u << 6, kHash = 1u << 7, kBits = 1u << 8, kEnd = 1u << 9,
-  kCount = 1u << 10, kHeader = 1u << 11,
+  kCount = 1u << 10, kHeader = 1u << 11, kBadDigest = 1u << 12,
 };
 
 bool malformed(ParsedLine& out, std::string problem) {
@@ -125,7 +125,7 @@ bool valid_json(od::value value, int depth = 0) {
 }
 
 bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& dims,
-                  ParsedLine& out, unsigned& seen, std::string& bad_digest) {
+                  ParsedLine& out, unsigned& seen) {
   Record& r = out.record;
   for (auto field_result : object) {
     od::field field;
@@ -183,10 +183,12 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
       r.shape = intern.shape(dims);
       r.has_shape = true;
     } else if (key == "hash" || key == "bits") {
-      // A header's `hash` names the algorithm: judge it once the line's kind is known.
+      // A header's `hash` names the algorithm: judge it once the line's kind is
+      // known (the problem waits in out.problem, flagged by kBadDigest).
       if (value.get_string().get(text) != simdjson::SUCCESS || !parse_digest(text, r.digest)) {
-        bad_digest = "field '" + std::string(key) + "' must be 1 to 32 hex digits";
-        if (!text.empty()) bad_digest += ", not '" + std::string(text.substr(0, 40)) + "'";
+        out.problem = "field '" + std::string(key) + "' must be 1 to 32 hex digits";
+        if (!text.empty()) out.problem += ", not '" + std::string(text.substr(0, 40)) + "'";
+        seen |= kBadDigest;
       }
       r.scalar = key == "bits";
       seen |= r.scalar ? kBits : kHash;
@@ -250,8 +252,7 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
     return;
   }
   unsigned seen = 0;
-  std::string bad_digest;
-  if (!parse_fields(object, intern, impl_->dims, out, seen, bad_digest)) return;
+  if (!parse_fields(object, intern, impl_->dims, out, seen)) return;
   // Past the object only the end of input may follow.
   if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) {
     malformed(out, "unexpected text after the JSON object");
@@ -259,10 +260,11 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
   }
   if (seen & kHeader) {
     out.kind = LineKind::header;
+    out.problem.clear();
     return;
   }
-  if (!bad_digest.empty()) {
-    malformed(out, std::move(bad_digest));
+  if (seen & kBadDigest) {
+    out.kind = LineKind::malformed;
     return;
   }
   if (seen & kEnd) {
