@@ -81,7 +81,7 @@ bool json_number(std::string_view token) {
 // malformed: on-demand parsing would otherwise skip it unchecked.
 bool valid_json(od::value value, int depth = 0) {
   od::json_type type;
-  if (depth > 64 || value.type().get(type) != simdjson::SUCCESS) return false;
+  if (depth > 1024 || value.type().get(type) != simdjson::SUCCESS) return false;
   switch (type) {
     case od::json_type::array: {
       od::array array;
