@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -49,7 +50,11 @@ struct TensorView {
 };
 
 // What a replay asked for through the environment (DESIGN.md §5). Read once at
-// start-up with from_environment(); an invalid value throws RecorderError.
+// start-up with from_environment(); an invalid value throws RecorderError naming
+// the variable and the value. An empty variable counts as unset. Combinations
+// that cannot mean anything are refused too: DTRACE_ISOLATE without
+// DTRACE_INPUTS, DTRACE_INPUTS or DTRACE_REPEAT > 1 without DTRACE_ISOLATE,
+// DTRACE_CAPTURE naming the DTRACE_INPUTS directory.
 struct ReplayRequest {
   std::optional<std::string> out;            // DTRACE_OUT
   std::optional<std::int64_t> step;          // DTRACE_REPLAY_STEP
@@ -61,9 +66,17 @@ struct ReplayRequest {
   int repeat = 1;                            // DTRACE_REPEAT
 
   static ReplayRequest from_environment();
+  // The same from a given set of variables (tests, launchers that build an
+  // environment for a child); variables other than DTRACE_* are ignored.
+  static ReplayRequest from_variables(const std::map<std::string, std::string>& variables);
   // True under DTRACE_REPLAY_STEP or DTRACE_ISOLATE: the program must write only
   // DTRACE_OUT and the capture directory, never its run directory or checkpoints.
   bool is_replay() const { return step.has_value() || isolate.has_value(); }
+  // DTRACE_ISOLATE split: "fwd/layer.3::gemm_fc1" isolates op gemm_fc1 in scope
+  // fwd/layer.3; "fwd/layer.3" the whole layer (isolate_op() is then empty).
+  // Both empty without DTRACE_ISOLATE.
+  std::string_view isolate_scope() const;
+  std::string_view isolate_op() const;
 };
 
 struct RunOptions {
@@ -85,6 +98,18 @@ class Recorder {
   // Opens the log for one rank. Under a replay request the log goes to
   // DTRACE_OUT (one file shared by the ranks of one process, lines never torn)
   // and DTRACE_LEVEL overrides options.level.
+  //   - normal run: <run_dir>/rank<r>.jsonl, created with run_dir; an existing
+  //     file is an error, never overwritten;
+  //   - DTRACE_OUT: that file (an existing empty file is replaced, one with
+  //     content refused), kept open until the process exits so ranks opening
+  //     and finishing at different times share it and its one header;
+  //   - DTRACE_REPLAY_STEP or DTRACE_ISOLATE without DTRACE_OUT: no log at all;
+  //     run_dir is never created or written under a replay;
+  //   - DTRACE_CAPTURE: also the capture directory (see tensor());
+  //   - DTRACE_INPUTS: its capture index is read now (an error if unreadable).
+  // Destroying a recorder with a step open writes that step's lines without an
+  // end record (readers report it incomplete), except an open repetition,
+  // which is ended normally.
   static std::unique_ptr<Recorder> open(const RunOptions& options, const ReplayRequest& request);
   virtual ~Recorder();
 
@@ -120,6 +145,12 @@ class Recorder {
 
   // Records a tensor (fingerprinted; captured when a capture is active and the
   // scope matches) if wants(level). `op` is the kernel, collective or layer.
+  // Captured: every recorded tensor, at any level, whose scope starts with
+  // DTRACE_SCOPE, to <capture>/r<rank>-s<step>-q<seq>.bin, listed in
+  // <capture>/capture.jsonl (a dtrace-fp/1 log; each record has "file").
+  // A byte count that disagrees with dtype and shape (for the dtypes f64, f32,
+  // bf16, f16, f8*, i8..i64, u8..u64, bool) throws: it is the wrong buffer.
+  // Recording outside begin_step()/end_step() throws.
   virtual void tensor(Level level, std::string_view op, RecordIo io, std::string_view name,
                       const TensorView& tensor) = 0;
   // Records a scalar with its exact bits. dtype "f32" uses the low 32 bits,
@@ -130,11 +161,17 @@ class Recorder {
   void scalar_f64(Level level, std::string_view op, RecordIo io, std::string_view name, double v);
 
   // Isolation (DTRACE_ISOLATE + DTRACE_INPUTS): the raw bytes of a tensor that a
-  // capture recorded, found by identity; nullopt when the capture lacks it.
+  // capture recorded, found by identity; nullopt when the capture lacks it (or
+  // without DTRACE_INPUTS). The identity is this rank's record in the captured
+  // step (DTRACE_REPLAY_STEP if set, else the capture's first complete step);
+  // `occurrence` counts earlier captured records with the same (scope, op, io,
+  // name). Bytes that no longer match the fingerprint in the index throw.
   virtual std::optional<std::vector<std::byte>> captured(std::string_view scope, std::string_view op,
                                                          RecordIo io, std::string_view name,
                                                          int occurrence = 0) const = 0;
-  // Under isolation, repetition k's records are written as step k.
+  // Under isolation, repetition k's records are written as step k: begins
+  // step k, first ending the previous repetition if one is open. The last
+  // repetition ends with end_step() or when the recorder is destroyed.
   virtual void begin_repetition(int k) = 0;
 
  protected:

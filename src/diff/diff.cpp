@@ -7,6 +7,7 @@
 #include "diff/align.hpp"
 #include "diff/classify.hpp"
 #include "diff/header.hpp"
+#include "log/prefetch.hpp"
 #include "log/reader.hpp"
 #include "util/intervals.hpp"
 
@@ -70,6 +71,7 @@ namespace {
 struct Side {
   char name = 'A';
   std::unique_ptr<log::RunReader> reader;
+  std::unique_ptr<log::PrefetchReader> prefetch;
   bool done = false;
   std::map<std::int32_t, std::map<std::int64_t, Step>> pending;  // complete, waiting for the other run
   std::size_t pending_count = 0;
@@ -196,7 +198,7 @@ Result<void> read_both(Comparison& cmp, bool early_decisions) {
     const bool pick_a = cmp.b.done || (!cmp.a.done && cmp.a.pending_count <= cmp.b.pending_count);
     Side& x = pick_a ? cmp.a : cmp.b;
     Side& y = pick_a ? cmp.b : cmp.a;
-    auto next = x.reader->next();
+    auto next = x.prefetch->next();
     if (!next) return next.error();
     if (!*next) {
       x.done = true;
@@ -252,7 +254,12 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
     return Error{"runs cannot be compared: " + run_a + " has world_size " +
                  std::to_string(ha.world_size) + ", " + run_b + " has " + std::to_string(hb.world_size)};
   }
-  if (auto r = read_both(cmp, early_decisions); !r) return r.error();
+  cmp.a.prefetch = std::make_unique<log::PrefetchReader>(*cmp.a.reader);
+  cmp.b.prefetch = std::make_unique<log::PrefetchReader>(*cmp.b.reader);
+  auto read = read_both(cmp, early_decisions);
+  cmp.a.prefetch.reset();  // the readers are ours again
+  cmp.b.prefetch.reset();
+  if (!read) return read.error();
 
   Report report;
   report.run_a = run_a;

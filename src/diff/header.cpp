@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "dtrace/determinism.hpp"
+
 namespace dtrace::diff {
 
 namespace {
@@ -38,12 +40,27 @@ void compare_section(const std::string& section, const nlohmann::json& a, const 
   }
 }
 
+// A run's header env values that the deterministic-environment rules reject.
+void flag_env(char run, const log::Header& header, Report& report) {
+  determinism::Environment env;
+  for (auto it = header.env.begin(); it != header.env.end(); ++it) {
+    env[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  for (const auto& [key, value] : env) {
+    if (auto why = determinism::why_not_deterministic(key, value, env)) {
+      report.env_flags.push_back({run, key, value, *why});
+    }
+  }
+}
+
 }  // namespace
 
 void compare_headers(const log::Header& a, const log::Header& b, Report& report) {
   if (a.level != b.level) report.header_differences.push_back({"level", "", a.level, b.level});
   compare_section("env", a.env, b.env, report);
   compare_section("config", a.config, b.config, report);
+  flag_env('A', a, report);
+  flag_env('B', b, report);
 }
 
 }  // namespace dtrace::diff

@@ -36,6 +36,7 @@ class LineParser {
   void parse(std::string_view line, Intern& intern, ParsedLine& out);
 
  private:
+  void parse_full(std::string_view line, Intern& intern, ParsedLine& out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

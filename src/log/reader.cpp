@@ -184,6 +184,7 @@ struct RunReader::Impl {
   std::map<std::int32_t, IntervalSet> handed_out;  // complete steps already returned
   std::deque<Step> ready;
   bool drained = false;
+  std::size_t typical_step_size = 0;  // records of the last step completed: a capacity hint
 };
 
 Result<std::vector<std::string>> list_run_files(const std::string& path) {
@@ -326,21 +327,21 @@ Result<std::optional<Step>> RunReader::next() {
         break;
       }
       const auto& line = **line_result;
-      const std::string where = cursor.path() + ":" + std::to_string(line.number);
+      auto where = [&] { return cursor.path() + ":" + std::to_string(line.number); };
       impl.parser.parse(line.text, impl.intern, impl.parsed);
       ParsedLine& p = impl.parsed;
       if (p.kind == LineKind::malformed) {
         if (!line.terminated) {
-          notes_.push_back(where + ": last line cut short (truncated by a crash?); ignored");
+          notes_.push_back(where() + ": last line cut short (truncated by a crash?); ignored");
           continue;
         }
-        return Error{where + ": " + p.problem};
+        return Error{where() + ": " + p.problem};
       }
       if (p.kind == LineKind::header) {
-        return Error{where + ": a second header in one file"};
+        return Error{where() + ": a second header in one file"};
       }
       if (p.rank < 0 || p.rank >= world_size()) {
-        return Error{where + ": rank " + std::to_string(p.rank) + " is outside world_size " +
+        return Error{where() + ": rank " + std::to_string(p.rank) + " is outside world_size " +
                      std::to_string(world_size())};
       }
       const std::int64_t step = p.kind == LineKind::end ? p.step : p.record.step;
@@ -350,6 +351,7 @@ Result<std::optional<Step>> RunReader::next() {
       if (inserted) {
         pending.step.rank = key.rank;
         pending.step.step = key.step;
+        pending.step.records.reserve(impl.typical_step_size);
         // A record for a step already handed out: the end record undercounted.
         if (impl.handed_out[key.rank].contains(step)) pending.step.status = StepStatus::late;
       }
@@ -370,6 +372,7 @@ Result<std::optional<Step>> RunReader::next() {
           have >= pending.step.declared_count) {
         if (have > pending.step.declared_count) pending.step.status = StepStatus::count_mismatch;
         finish_step(pending);
+        impl.typical_step_size = pending.step.records.size();
         if (pending.step.status == StepStatus::complete) impl.handed_out[key.rank].insert(step);
         impl.ready.push_back(std::move(pending.step));
         impl.pending.erase(it);

@@ -25,6 +25,11 @@ Io parse_io(std::string_view text) {
   return Io::other;
 }
 
+std::string capture_file_name(std::int32_t rank, std::int64_t step, std::int64_t seq) {
+  return "r" + std::to_string(rank) + "-s" + std::to_string(step) + "-q" + std::to_string(seq) +
+         ".bin";
+}
+
 std::string_view status_name(StepStatus status) {
   switch (status) {
     case StepStatus::complete: return "complete";
@@ -54,7 +59,35 @@ Digest Digest::from_u64(std::uint64_t value, std::uint8_t digits) {
   return d;
 }
 
+namespace {
+
+// Hex digit values, 0xff for anything that is not a hex digit.
+constexpr auto kHexValue = [] {
+  std::array<unsigned char, 256> t{};
+  t.fill(0xff);
+  for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<unsigned char>(c);
+  for (int c = 0; c < 6; ++c) {
+    t['a' + c] = static_cast<unsigned char>(10 + c);
+    t['A' + c] = static_cast<unsigned char>(10 + c);
+  }
+  return t;
+}();
+
+}  // namespace
+
 bool parse_digest(std::string_view text, Digest& out) {
+  if (text.size() == 16) {  // every xxh3-64k/1 hash: one word, no shifting across words
+    std::uint64_t v = 0;
+    unsigned bad = 0;
+    for (char c : text) {
+      const unsigned d = kHexValue[static_cast<unsigned char>(c)];
+      bad |= d;
+      v = (v << 4) | (d & 0xf);
+    }
+    if (bad & 0xf0) return false;
+    out = Digest{0, v, 16};
+    return true;
+  }
   if (text.empty() || text.size() > 32) return false;
   Digest d;
   d.digits = static_cast<std::uint8_t>(text.size());

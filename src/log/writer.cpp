@@ -106,8 +106,13 @@ void Writer::header(const Header& header) {
   buffer_ += '\n';
 }
 
-void Writer::record(const Record& r) {
-  std::string& o = buffer_;
+void Writer::record(const Record& record) { append_record_line(buffer_, record); }
+
+void Writer::end_step(std::int32_t rank, std::int64_t step, std::int64_t count) {
+  append_end_line(buffer_, rank, step, count);
+}
+
+void append_record_line(std::string& o, const Record& r) {
   o += "{\"step\":";
   append_int(o, r.step);
   o += ",\"rank\":";
@@ -146,14 +151,14 @@ void Writer::record(const Record& r) {
   o += "}\n";
 }
 
-void Writer::end_step(std::int32_t rank, std::int64_t step, std::int64_t count) {
-  buffer_ += "{\"step\":";
-  append_int(buffer_, step);
-  buffer_ += ",\"rank\":";
-  append_int(buffer_, rank);
-  buffer_ += ",\"end\":true,\"count\":";
-  append_int(buffer_, count);
-  buffer_ += "}\n";
+void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std::int64_t count) {
+  out += "{\"step\":";
+  append_int(out, step);
+  out += ",\"rank\":";
+  append_int(out, rank);
+  out += ",\"end\":true,\"count\":";
+  append_int(out, count);
+  out += "}\n";
 }
 
 void Writer::raw_line(std::string_view json_object) {

@@ -42,6 +42,12 @@ class Writer {
 // Appends `text` as a JSON string literal, quotes included.
 void append_json_string(std::string& out, std::string_view text);
 
+// Appends one record, or one end-of-step marker, as a whole line (newline
+// included), exactly as Writer writes them: for callers that assemble lines
+// away from a file (the recorder buffers a rank's step before a shared file).
+void append_record_line(std::string& out, const Record& record);
+void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std::int64_t count);
+
 // The header as the JSON object written on a log's first line.
 nlohmann::json header_to_json(const Header& header);
 

@@ -104,7 +104,10 @@ std::string diff_to_text(const diff::Report& r) {
     }
   }
   for (const auto& f : r.env_flags) {
-    o << "warning: run " << f.run << " used " << f.key << "=" << f.value << ": " << f.reason << "\n";
+    std::string why = f.reason;
+    const std::string prefix = f.key + "=" + f.value + ": ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    o << "warning: run " << f.run << " used " << f.key << "=" << f.value << ": " << why << "\n";
   }
   if (!r.notes.empty()) {
     o << "notes:\n";

@@ -1,0 +1,189 @@
+// The rules of DESIGN.md §6, one function per variable kind. Reasons say what
+// goes wrong, in a sentence a user acts on, because the diff report prints them
+// next to the header difference that most likely caused a divergence.
+#include "dtrace/determinism.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+
+namespace dtrace::determinism {
+
+namespace {
+
+constexpr std::array<Rule, 8> kRules{{
+    {"NCCL_ALGO", "Ring", "a comma-separated subset of Ring, CollnetDirect, CollnetChain, ^NVLS"},
+    {"NVTE_ALLOW_NONDETERMINISTIC_ALGO", "0", "0"},
+    {"CUBLAS_WORKSPACE_CONFIG", ":4096:8", ":4096:8 or :16:8"},
+    {"TRITON_CACHE_AUTOTUNING", std::nullopt, "0 or 1; 1 requires TRITON_CACHE_DIR"},
+    {"TRITON_CACHE_DIR", std::nullopt, "a directory on a file system all ranks share"},
+    {"TRITON_PRINT_AUTOTUNING", std::nullopt, "1"},
+    {"MAMBA_DETERMINISTIC", std::nullopt, "a value starting with 1"},
+    {"CAUSAL_CONV1D_DETERMINISTIC", std::nullopt, "a value starting with 1"},
+}};
+
+constexpr std::array<std::string_view, 4> kFixedOrderAlgorithms{"Ring", "CollnetDirect",
+                                                                "CollnetChain", "^NVLS"};
+
+std::string prefix(std::string_view name, std::string_view value) {
+  return std::string(name) + "=" + std::string(value) + ": ";
+}
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  return std::ranges::equal(a, b, [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+std::optional<std::string> check_nccl_algo(std::string_view value) {
+  const std::string head = prefix("NCCL_ALGO", value);
+  if (value.empty()) return head + "empty, which leaves the choice to NCCL (it may pick Tree)";
+  std::size_t begin = 0;
+  while (begin <= value.size()) {
+    std::size_t end = value.find(',', begin);
+    if (end == std::string_view::npos) end = value.size();
+    const std::string_view algorithm = value.substr(begin, end - begin);
+    if (algorithm.empty()) return head + "an empty algorithm name in the list";
+    if (equals_ignoring_case(algorithm, "Tree")) {
+      return head + "Tree's reduction order is not fixed";
+    }
+    if (std::ranges::find(kFixedOrderAlgorithms, algorithm) == kFixedOrderAlgorithms.end()) {
+      return head + std::string(algorithm) +
+             " is not one of Ring, CollnetDirect, CollnetChain, ^NVLS (the algorithms whose "
+             "reduction order is fixed)";
+    }
+    begin = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_single_value(std::string_view name, std::string_view value) {
+  if (name == "NCCL_ALGO") return check_nccl_algo(value);
+  if (name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO") {
+    if (value == "0") return std::nullopt;
+    return prefix(name, value) +
+           "lets Transformer Engine choose non-deterministic algorithms (must be 0)";
+  }
+  if (name == "CUBLAS_WORKSPACE_CONFIG") {
+    if (value == ":4096:8" || value == ":16:8") return std::nullopt;
+    return prefix(name, value) + "not a deterministic cuBLAS workspace (:4096:8 or :16:8)";
+  }
+  if (name == "TRITON_CACHE_AUTOTUNING") {
+    if (value == "0" || value == "1") return std::nullopt;
+    return prefix(name, value) + "not 0 or 1";
+  }
+  if (name == "TRITON_PRINT_AUTOTUNING") {
+    if (value == "1") return std::nullopt;
+    return prefix(name, value) + "only 1 is accepted (or leave it unset)";
+  }
+  if (name == "MAMBA_DETERMINISTIC" || name == "CAUSAL_CONV1D_DETERMINISTIC") {
+    if (value.starts_with('1')) return std::nullopt;
+    return prefix(name, value) +
+           "does not start with 1, which asks for the non-deterministic kernels";
+  }
+  return std::nullopt;
+}
+
+// Triton falls back to a node-local cache without TRITON_CACHE_DIR, so nodes
+// autotune separately and ranks may pick different kernels: the very case the
+// shared cache is meant to prevent.
+std::optional<std::string> check_with_environment(std::string_view name, std::string_view value,
+                                                  const Environment& env) {
+  if (name == "TRITON_CACHE_AUTOTUNING" && value == "1") {
+    auto dir = env.find("TRITON_CACHE_DIR");
+    if (dir == env.end() || dir->second.empty()) {
+      return prefix(name, value) +
+             "requires TRITON_CACHE_DIR (without it each node autotunes into its own cache "
+             "and ranks may pick different kernels)";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::span<const Rule> rules() { return kRules; }
+
+const Rule* find_rule(std::string_view name) {
+  auto it = std::ranges::find(kRules, name, &Rule::name);
+  return it == kRules.end() ? nullptr : &*it;
+}
+
+std::optional<std::string> why_not_deterministic(std::string_view name, std::string_view value) {
+  return check_single_value(name, value);
+}
+
+std::optional<std::string> why_not_deterministic(std::string_view name, std::string_view value,
+                                                 const Environment& env) {
+  if (auto reason = check_single_value(name, value)) return reason;
+  return check_with_environment(name, value, env);
+}
+
+std::vector<Check> validate(const Environment& env) {
+  std::vector<Check> checks;
+  for (const Rule& rule : kRules) {
+    Check check;
+    check.name = rule.name;
+    if (auto it = env.find(check.name); it != env.end()) {
+      check.value = it->second;
+      if (auto reason = why_not_deterministic(rule.name, it->second, env)) {
+        check.valid = false;
+        check.reason = std::move(*reason);
+      }
+    } else if (rule.default_value) {
+      check.value = std::string(*rule.default_value);
+      check.defaulted = true;
+    }
+    checks.push_back(std::move(check));
+  }
+  return checks;
+}
+
+bool all_valid(const std::vector<Check>& checks) {
+  return std::ranges::all_of(checks, &Check::valid);
+}
+
+Applied apply(Environment& env) {
+  Applied applied{validate(env), {}};
+  if (!applied.ok()) return applied;
+  for (const Check& check : applied.checks) {
+    if (!check.defaulted) continue;
+    env[check.name] = *check.value;
+    applied.filled.push_back(check.name);
+  }
+  return applied;
+}
+
+Applied apply() {
+  Applied applied{validate(process_environment()), {}};
+  if (!applied.ok()) return applied;
+  for (const Check& check : applied.checks) {
+    if (!check.defaulted) continue;
+    // overwrite = 0: a value set since validate() (another thread) is kept.
+    if (::setenv(check.name.c_str(), check.value->c_str(), 0) == 0) {
+      applied.filled.push_back(check.name);
+    }
+  }
+  return applied;
+}
+
+Environment process_environment() {
+  Environment env;
+  for (const Rule& rule : kRules) {
+    const std::string name(rule.name);
+    if (const char* value = std::getenv(name.c_str())) env.emplace(name, value);
+  }
+  return env;
+}
+
+std::vector<std::pair<std::string, std::string>> header_env(const std::vector<Check>& checks) {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const Check& check : checks) {
+    if (check.value) env.emplace_back(check.name, *check.value);
+  }
+  return env;
+}
+
+}  // namespace dtrace::determinism

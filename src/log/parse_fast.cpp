@@ -1,0 +1,90 @@
+#include "log/parse_fast.hpp"
+
+#include "log/parse.hpp"
+
+#include <cstring>
+
+namespace dtrace::log {
+
+namespace {
+
+bool take(std::string_view& s, std::string_view literal) {
+  if (s.size() < literal.size() || std::memcmp(s.data(), literal.data(), literal.size()) != 0) {
+    return false;
+  }
+  s.remove_prefix(literal.size());
+  return true;
+}
+
+// A JSON integer as the full parser would accept it; anything unusual (a
+// leading zero, more than 18 digits) is left to the full parser.
+bool take_int(std::string_view& s, std::int64_t& out) {
+  std::size_t i = 0;
+  const bool negative = !s.empty() && s[0] == '-';
+  if (negative) ++i;
+  const std::size_t first = i;
+  std::int64_t v = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    v = v * 10 + (s[i] - '0');
+    ++i;
+  }
+  const std::size_t digits = i - first;
+  if (digits == 0 || digits > 18 || (digits > 1 && s[first] == '0')) return false;
+  out = negative ? -v : v;
+  s.remove_prefix(i);
+  return true;
+}
+
+constexpr std::string_view kHashPrefix = ",\"hash\":\"";
+constexpr std::size_t kSuffixSize = kHashPrefix.size() + 16 + 2;  // ,"hash":"<16>"}
+
+}  // namespace
+
+bool CanonicalLines::split(std::string_view line, Shape& out) {
+  std::string_view s = line;
+  if (!take(s, "{\"step\":") || !take_int(s, out.step) || !take(s, ",\"rank\":") ||
+      !take_int(s, out.rank)) {
+    return false;
+  }
+  if (take(s, ",\"end\":true,\"count\":")) {
+    out.end_record = true;
+    return take_int(s, out.count) && s == "}";
+  }
+  if (!take(s, ",\"seq\":") || !take_int(s, out.seq) || !take(s, ",")) return false;
+  if (s.size() <= kSuffixSize) return false;
+  const std::string_view suffix = s.substr(s.size() - kSuffixSize);
+  if (suffix.substr(0, kHashPrefix.size()) != kHashPrefix || suffix.substr(kSuffixSize - 2) != "\"}") {
+    return false;
+  }
+  out.identity = s.substr(0, s.size() - kSuffixSize);
+  out.hash = suffix.substr(kHashPrefix.size(), 16);
+  return true;
+}
+
+bool CanonicalLines::parse(std::string_view line, ParsedLine& out) const {
+  Shape s;
+  if (!split(line, s)) return false;
+  if (s.rank < 0 || s.rank > INT32_MAX) return false;
+  if (s.end_record) {
+    out.kind = LineKind::end;
+    out.step = s.step;
+    out.rank = s.rank;
+    out.count = s.count;
+    return true;
+  }
+  if (s.seq < 0 || static_cast<std::size_t>(s.seq) >= templates_.size()) return false;
+  const Template& t = templates_[static_cast<std::size_t>(s.seq)];
+  if (!t.valid || t.identity != s.identity) return false;
+  Digest digest;
+  if (!parse_digest(s.hash, digest)) return false;
+  out.record = t.record;
+  out.record.step = s.step;
+  out.record.seq = s.seq;
+  out.record.rank = static_cast<std::int32_t>(s.rank);
+  out.record.digest = digest;
+  out.rank = s.rank;
+  out.kind = LineKind::record;
+  return true;
+}
+
+}  // namespace dtrace::log

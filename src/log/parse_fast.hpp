@@ -1,0 +1,68 @@
+// The fast path for the record lines recorders actually write.
+//
+// A recorder writes every record in one canonical layout,
+//   {"step":S,"rank":R,"seq":Q,<identity>,"hash":"<16 hex>"}
+// and the <identity> bytes (scope, op, io, name, dtype, shape) at a given seq
+// are the same in every step and on every rank. So once the full parser has
+// read a line, its identity bytes are remembered as the template for that seq;
+// a later line whose identity bytes equal the template is read by scanning
+// three integers and one digest. Anything else goes to the full parser, which
+// stays the single definition of what a line means.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "log/record.hpp"
+
+namespace dtrace::log {
+
+struct ParsedLine;
+class Intern;
+
+class CanonicalLines {
+ public:
+  // Fills `out` and returns true when `line` is canonical and its identity
+  // matches the template for its seq; false means "use the full parser".
+  bool parse(std::string_view line, ParsedLine& out) const;
+
+  // After the full parser read `line` into the record `parsed`: remember its
+  // identity bytes as the template for its seq, if the line is canonical.
+  // `identity_fields_only` says whether the identity bytes, read alone, hold
+  // nothing but identity fields (the caller checks with the full parser).
+  template <class CheckIdentity>
+  void learn(std::string_view line, const Record& parsed, CheckIdentity&& identity_fields_only) {
+    Shape s;
+    if (!split(line, s) || s.end_record || s.seq < 0 || s.seq >= kMaxTemplates) return;
+    const auto index = static_cast<std::size_t>(s.seq);
+    if (index >= templates_.size()) templates_.resize(index + 1);
+    Template& t = templates_[index];
+    if (t.valid && t.identity == s.identity) return;
+    if (!identity_fields_only(s.identity)) return;
+    t.identity.assign(s.identity);
+    t.record = parsed;
+    t.valid = true;
+  }
+
+ private:
+  static constexpr std::int64_t kMaxTemplates = 1 << 20;
+
+  // The parts of a canonical line.
+  struct Shape {
+    std::int64_t step = 0, rank = 0, seq = 0, count = 0;
+    bool end_record = false;
+    std::string_view identity;
+    std::string_view hash;
+  };
+  static bool split(std::string_view line, Shape& out);
+
+  struct Template {
+    std::string identity;
+    Record record;
+    bool valid = false;
+  };
+  std::vector<Template> templates_;
+};
+
+}  // namespace dtrace::log

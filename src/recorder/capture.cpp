@@ -1,0 +1,122 @@
+#include "recorder/capture.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "dtrace/recorder.hpp"
+#include "fingerprint/fingerprint.hpp"
+#include "log/reader.hpp"
+#include "log/writer.hpp"
+
+namespace dtrace::recording {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string join(const std::string& dir, std::string_view name) {
+  return (fs::path(dir) / fs::path(name)).string();
+}
+
+}  // namespace
+
+void write_capture_file(const std::string& dir, const std::string& name, const void* data,
+                        std::size_t bytes) {
+  const std::string path = join(dir, name);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw RecorderError(path + ": cannot create capture file: " + std::strerror(errno));
+  const auto* cursor = static_cast<const char*>(data);
+  std::size_t left = bytes;
+  while (left > 0) {
+    const ssize_t wrote = ::write(fd, cursor, left);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      throw RecorderError(path + ": write failed: " + why);
+    }
+    cursor += wrote;
+    left -= static_cast<std::size_t>(wrote);
+  }
+  if (::close(fd) != 0) throw RecorderError(path + ": write failed: " + std::strerror(errno));
+}
+
+void append_capture_line(std::string& out, const log::Record& record, std::string_view file) {
+  log::append_record_line(out, record);
+  // The line ends in "}\n": reopen the object to add the file it was saved to.
+  out.resize(out.size() - 2);
+  out += ",\"file\":";
+  log::append_json_string(out, file);
+  out += "}\n";
+}
+
+CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
+                                std::optional<std::int64_t> step) {
+  const std::string index_path = join(dir, kCaptureIndex);
+  if (!fs::is_regular_file(index_path)) {
+    throw RecorderError("DTRACE_INPUTS=" + dir + ": no " + std::string(kCaptureIndex) +
+                        " there (not a capture directory)");
+  }
+  auto reader = log::RunReader::open(index_path);
+  if (!reader) throw RecorderError(reader.error().message);
+
+  CaptureIndex index;
+  index.dir_ = dir;
+  std::optional<std::int64_t> chosen;
+  while (true) {
+    auto next = (*reader)->next();
+    if (!next) throw RecorderError(next.error().message);
+    if (!*next) break;
+    const log::Step& s = **next;
+    if (s.rank != rank || s.status != log::StepStatus::complete) continue;
+    if (step ? s.step != *step : chosen && s.step >= *chosen) continue;
+    chosen = s.step;
+    index.entries_.clear();
+    // Occurrence counts earlier records of the step with the same identity,
+    // in seq order (DESIGN.md §3), which is the order the reader hands out.
+    std::map<std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>,
+             int>
+        seen;
+    for (const log::Record& r : s.records) {
+      const std::string_view io = r.io == log::Io::other ? r.io_text : log::io_name(r.io);
+      const int occurrence = seen[{r.scope, r.op, io, r.name}]++;
+      Key key{std::string(r.scope), std::string(r.op), std::string(io), std::string(r.name),
+              occurrence};
+      index.entries_[std::move(key)] = Entry{capture_file_name(rank, r.step, r.seq), r.digest};
+    }
+  }
+  return index;
+}
+
+std::optional<std::vector<std::byte>> CaptureIndex::bytes(std::string_view scope,
+                                                          std::string_view op, std::string_view io,
+                                                          std::string_view name,
+                                                          int occurrence) const {
+  auto it = entries_.find(std::tuple{scope, op, io, name, occurrence});
+  if (it == entries_.end()) return std::nullopt;
+  const std::string path = join(dir_, it->second.file);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RecorderError(path + ": captured tensor missing (the capture is damaged)");
+  std::vector<std::byte> data;
+  in.seekg(0, std::ios::end);
+  data.resize(static_cast<std::size_t>(in.tellg()));
+  in.seekg(0, std::ios::beg);
+  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (!in) throw RecorderError(path + ": cannot read captured tensor");
+  // The index's fingerprint vouches for the bytes: a replay from altered inputs
+  // would send the bisection after the wrong kernel.
+  const auto actual = log::Digest::from_u64(fingerprint(data.data(), data.size(), 0));
+  if (actual != it->second.hash) {
+    throw RecorderError(path + ": bytes fingerprint to " + actual.hex() + " but " +
+                        std::string(kCaptureIndex) + " recorded " + it->second.hash.hex() +
+                        " (the capture is damaged)");
+  }
+  return data;
+}
+
+}  // namespace dtrace::recording

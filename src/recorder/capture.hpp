@@ -1,0 +1,62 @@
+// Capture directories (DTRACE_CAPTURE, DTRACE_INPUTS; DESIGN.md §5).
+//
+// A capture holds the raw bytes of each tensor a replay recorded, one file per
+// record named from (rank, step, seq) -- never from the record's own names,
+// which come from the workload and could hold '/' or '..' -- and an index,
+// capture.jsonl, that is itself a dtrace-fp/1 log of the captured records with
+// an extra "file" field. Being a log, the index is read back with the ordinary
+// RunReader, and dtrace can diff two captures like any two runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "log/record.hpp"
+
+namespace dtrace::recording {
+
+inline constexpr std::string_view kCaptureIndex = "capture.jsonl";
+
+using log::capture_file_name;
+
+// Writes `bytes` to dir/name, refusing to replace a file; throws RecorderError.
+void write_capture_file(const std::string& dir, const std::string& name, const void* data,
+                        std::size_t bytes);
+
+// The record's index line: its log line with "file" added.
+void append_capture_line(std::string& out, const log::Record& record, std::string_view file);
+
+// One rank's captured tensors, read from a capture directory, found by identity.
+class CaptureIndex {
+ public:
+  // Reads dir/capture.jsonl and keeps `rank`'s records of `step`, or of the
+  // rank's first complete step when no step is given (a capture holds the one
+  // replayed step). Throws RecorderError naming the file on unreadable input.
+  static CaptureIndex load(const std::string& dir, std::int32_t rank,
+                           std::optional<std::int64_t> step);
+
+  // The bytes of the record (scope, op, io, name, occurrence), checked against
+  // the fingerprint the index holds; nullopt when the capture lacks the record.
+  std::optional<std::vector<std::byte>> bytes(std::string_view scope, std::string_view op,
+                                              std::string_view io, std::string_view name,
+                                              int occurrence) const;
+
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::string file;
+    log::Digest hash;
+  };
+  using Key = std::tuple<std::string, std::string, std::string, std::string, int>;
+  std::string dir_;
+  std::map<Key, Entry, std::less<>> entries_;
+};
+
+}  // namespace dtrace::recording

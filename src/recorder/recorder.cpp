@@ -1,0 +1,363 @@
+// The recorder a training program links (include/dtrace/recorder.hpp).
+//
+// One RankRecorder per rank. Records of a step collect in memory and reach the
+// log as whole lines at end_step(), so a crash leaves complete lines plus at
+// most one partial line, and ranks sharing a replay's DTRACE_OUT never tear
+// each other's lines. Where the lines go is decided once, at open():
+//   DTRACE_OUT set               -> that file, shared by the process's ranks;
+//   otherwise, replaying         -> nowhere (the run directory is the user's);
+//   otherwise                    -> <run_dir>/rank<r>.jsonl, a new file.
+#include "dtrace/recorder.hpp"
+
+#include <bit>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "fingerprint/fingerprint.hpp"
+#include "log/record.hpp"
+#include "log/writer.hpp"
+#include "recorder/capture.hpp"
+#include "recorder/sink.hpp"
+
+namespace dtrace {
+
+namespace {
+
+namespace fs = std::filesystem;
+using recording::CaptureIndex;
+using recording::LogSink;
+
+constexpr std::string_view kReplayProtocol = "dtrace-replay/1";
+
+log::Io to_log_io(RecordIo io) {
+  switch (io) {
+    case RecordIo::in: return log::Io::in;
+    case RecordIo::out: return log::Io::out;
+    case RecordIo::state: return log::Io::state;
+    case RecordIo::metric: return log::Io::metric;
+    case RecordIo::timing: return log::Io::timing;
+  }
+  return log::Io::other;
+}
+
+// Bytes per element of the dtypes a recorder checks tensor sizes against;
+// 0 for a dtype it does not know (then the size is taken on trust).
+std::size_t element_size(std::string_view dtype) {
+  if (dtype == "f64" || dtype == "i64" || dtype == "u64" || dtype == "c64") return 8;
+  if (dtype == "f32" || dtype == "i32" || dtype == "u32") return 4;
+  if (dtype == "bf16" || dtype == "f16" || dtype == "i16" || dtype == "u16") return 2;
+  if (dtype == "i8" || dtype == "u8" || dtype == "bool" || dtype.starts_with("f8")) return 1;
+  return 0;
+}
+
+// Hex digits of a scalar's `bits` (DESIGN.md §3): the dtype's width.
+int scalar_digits(std::string_view dtype) {
+  if (dtype == "f64" || dtype == "i64" || dtype == "u64") return 16;
+  if (dtype == "f32" || dtype == "i32" || dtype == "u32") return 8;
+  if (dtype == "bf16" || dtype == "f16" || dtype == "i16" || dtype == "u16") return 4;
+  if (dtype == "i8" || dtype == "u8" || dtype == "bool") return 2;
+  return 0;
+}
+
+std::string describe(std::string_view scope, std::string_view op, std::string_view name) {
+  return std::string(scope) + " " + std::string(op) + " '" + std::string(name) + "'";
+}
+
+// The configuration as the program wrote it: key order and number spelling
+// kept. Only whitespace can hold a raw line break in valid JSON, so turning
+// breaks into spaces keeps the header one line without changing the value.
+std::string config_text(const std::string& text) {
+  const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    throw RecorderError("RunOptions.config_json is not a JSON object: " + text.substr(0, 80));
+  }
+  std::string out = text;
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  const auto first = out.find_first_not_of(" \t");
+  const auto last = out.find_last_not_of(" \t");
+  return out.substr(first, last - first + 1);
+}
+
+std::string header_line(const RunOptions& options, Level level) {
+  nlohmann::ordered_json header;
+  header["dtrace"] = log::kFormatMajor;
+  header["run"] = options.run_name;
+  header["world_size"] = options.world_size;
+  header["hash"] = kFingerprintAlgorithm;
+  header["level"] = level_name(level);
+  nlohmann::ordered_json env = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : options.env) env[name] = value;
+  header["env"] = std::move(env);
+  if (!options.replay_argv.empty()) {
+    std::error_code ec;
+    const fs::path cwd = fs::current_path(ec);
+    header["replay"] = {{"argv", options.replay_argv}, {"protocol", kReplayProtocol}};
+    if (!ec) header["replay"]["cwd"] = cwd.string();
+  }
+  std::string line = header.dump();
+  line.pop_back();  // the closing brace: config goes in verbatim, not re-serialised
+  line += ",\"config\":";
+  line += config_text(options.config_json);
+  line += '}';
+  return line;
+}
+
+void check_options(const RunOptions& options, const ReplayRequest& request) {
+  if (options.world_size < 1) {
+    throw RecorderError("world_size " + std::to_string(options.world_size) + " is not positive");
+  }
+  if (options.rank < 0 || options.rank >= options.world_size) {
+    throw RecorderError("rank " + std::to_string(options.rank) + " is outside world_size " +
+                        std::to_string(options.world_size));
+  }
+  if (!request.out && !request.is_replay() && options.run_dir.empty()) {
+    throw RecorderError("no run directory given (RunOptions.run_dir) and no DTRACE_OUT");
+  }
+}
+
+class RankRecorder final : public Recorder {
+ public:
+  RankRecorder(const RunOptions& options, const ReplayRequest& request)
+      : rank_(options.rank), level_(request.level.value_or(options.level)), request_(request) {
+    check_options(options, request);
+    const std::string header = header_line(options, level_);
+    if (request.out) {
+      log_ = LogSink::open_shared(*request.out, header, "DTRACE_OUT");
+    } else if (!request.is_replay()) {
+      log_ = LogSink::create(rank_file(options), header);
+    }
+    if (request.capture) {
+      create_directory(*request.capture, "DTRACE_CAPTURE");
+      capture_ =
+          LogSink::open_shared((fs::path(*request.capture) / recording::kCaptureIndex).string(),
+                               header, "DTRACE_CAPTURE");
+    }
+    if (request.inputs) inputs_ = CaptureIndex::load(*request.inputs, rank_, request.step);
+  }
+
+  // An unfinished step's lines are still written, without an end record: the
+  // log then shows what ran before the program gave up, marked incomplete. A
+  // repetition needs no end_step(): it is finished when the next one begins.
+  ~RankRecorder() override {
+    if (!step_) return;
+    try {
+      if (repetition_) {
+        end_step();
+      } else {
+        if (log_) log_->append(lines_);
+        if (capture_) capture_->append(capture_lines_);
+      }
+    } catch (const RecorderError&) {
+      // A destructor cannot report; the step is left incomplete in the log,
+      // which readers already treat as a crash mid-step.
+    }
+  }
+
+  Level level() const override { return level_; }
+
+  bool wants(Level level) const override {
+    if (level > level_) return false;
+    return level != Level::kernel || inside_requested_scope();
+  }
+
+  void begin_step(std::int64_t step) override {
+    if (step_) {
+      throw RecorderError("begin_step(" + std::to_string(step) + ") while step " +
+                          std::to_string(*step_) + " is open (call end_step() first)");
+    }
+    if (last_step_ && step <= *last_step_) {
+      throw RecorderError("begin_step(" + std::to_string(step) + ") after step " +
+                          std::to_string(*last_step_) + ": a rank's steps must increase");
+    }
+    step_ = step;
+    repetition_ = false;
+    seq_ = 0;
+    captured_ = 0;
+  }
+
+  void end_step() override {
+    if (!step_) throw RecorderError("end_step() without begin_step()");
+    log::append_end_line(lines_, rank_, *step_, seq_);
+    if (capture_) log::append_end_line(capture_lines_, rank_, *step_, captured_);
+    last_step_ = step_;
+    step_.reset();
+    repetition_ = false;
+    // The capture first: once the log says a step is done, its inputs are on disk.
+    if (capture_) capture_->append(capture_lines_);
+    if (log_) log_->append(lines_);
+    capture_lines_.clear();
+    lines_.clear();
+  }
+
+  void begin_repetition(int k) override {
+    if (step_ && !repetition_) {
+      throw RecorderError("begin_repetition(" + std::to_string(k) + ") while step " +
+                          std::to_string(*step_) + " is open (call end_step() first)");
+    }
+    if (step_) end_step();
+    begin_step(k);
+    repetition_ = true;
+  }
+
+  std::string current_scope() const override { return scope_; }
+
+  void tensor(Level level, std::string_view op, RecordIo io, std::string_view name,
+              const TensorView& tensor) override {
+    require_step(op, name);
+    if (!wants(level)) return;
+    check_tensor(op, name, tensor);
+    log::Record record = make_record(op, io, name);
+    record.dtype = tensor.dtype;
+    record.has_shape = true;
+    record.shape = tensor.shape;
+    record.digest = log::Digest::from_u64(fingerprint(tensor.data, tensor.bytes, 0));
+    log::append_record_line(lines_, record);
+    if (capture_ && inside_requested_scope()) {
+      const std::string file = recording::capture_file_name(rank_, *step_, record.seq);
+      recording::write_capture_file(*request_.capture, file, tensor.data, tensor.bytes);
+      recording::append_capture_line(capture_lines_, record, file);
+      ++captured_;
+    }
+  }
+
+  void scalar(Level level, std::string_view op, RecordIo io, std::string_view name,
+              std::string_view dtype, std::uint64_t bits, double value) override {
+    require_step(op, name);
+    const int digits = scalar_digits(dtype);
+    if (digits == 0) {
+      throw RecorderError(describe(scope_, op, name) + ": scalar dtype '" + std::string(dtype) +
+                          "' is not one of f64, f32, bf16, f16 or an integer type");
+    }
+    if (!wants(level)) return;
+    log::Record record = make_record(op, io, name);
+    record.scalar = true;
+    record.dtype = dtype;
+    const std::uint64_t mask =
+        digits == 16 ? ~std::uint64_t{0} : (std::uint64_t{1} << (4 * digits)) - 1;
+    record.digest = log::Digest::from_u64(bits & mask, static_cast<std::uint8_t>(digits));
+    record.has_value = true;
+    record.value = value;
+    log::append_record_line(lines_, record);
+  }
+
+  std::optional<std::vector<std::byte>> captured(std::string_view scope, std::string_view op,
+                                                 RecordIo io, std::string_view name,
+                                                 int occurrence) const override {
+    if (!inputs_) return std::nullopt;
+    return inputs_->bytes(scope, op, log::io_name(to_log_io(io)), name, occurrence);
+  }
+
+ protected:
+  void push_scope(std::string_view part) override {
+    scope_lengths_.push_back(scope_.size());
+    if (part.empty()) return;
+    if (!scope_.empty()) scope_ += '/';
+    scope_ += part;
+  }
+
+  void pop_scope() override {
+    if (scope_lengths_.empty()) return;
+    scope_.resize(scope_lengths_.back());
+    scope_lengths_.pop_back();
+  }
+
+ private:
+  std::string rank_file(const RunOptions& options) const {
+    create_directory(options.run_dir, "run directory");
+    return (fs::path(options.run_dir) / ("rank" + std::to_string(rank_) + ".jsonl")).string();
+  }
+
+  static void create_directory(const std::string& dir, std::string_view what) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir)) {
+      throw RecorderError(std::string(what) + " " + dir + ": cannot create directory" +
+                          (ec ? ": " + ec.message() : std::string()));
+    }
+  }
+
+  bool inside_requested_scope() const { return scope_.starts_with(request_.scope); }
+
+  void require_step(std::string_view op, std::string_view name) const {
+    if (!step_) {
+      throw RecorderError(describe(scope_, op, name) +
+                          " recorded outside a step (call begin_step() first)");
+    }
+  }
+
+  // A size that disagrees with dtype and shape means the program handed over
+  // the wrong buffer; fingerprinting it anyway would log a plausible lie.
+  void check_tensor(std::string_view op, std::string_view name, const TensorView& tensor) const {
+    if (tensor.data == nullptr && tensor.bytes != 0) {
+      throw RecorderError(describe(scope_, op, name) + ": no data for " +
+                          std::to_string(tensor.bytes) + " bytes");
+    }
+    std::size_t elements = 1;
+    for (std::int64_t extent : tensor.shape) {
+      if (extent < 0 ||
+          __builtin_mul_overflow(elements, static_cast<std::size_t>(extent), &elements)) {
+        throw RecorderError(describe(scope_, op, name) + ": invalid shape");
+      }
+    }
+    const std::size_t size = element_size(tensor.dtype);
+    std::size_t expected = 0;
+    if (size != 0 &&
+        (__builtin_mul_overflow(elements, size, &expected) || expected != tensor.bytes)) {
+      throw RecorderError(describe(scope_, op, name) + ": " + std::to_string(tensor.bytes) +
+                          " bytes, but " + std::to_string(elements) + " elements of " +
+                          std::string(tensor.dtype) + " take " + std::to_string(expected));
+    }
+  }
+
+  log::Record make_record(std::string_view op, RecordIo io, std::string_view name) {
+    log::Record record;
+    record.step = *step_;
+    record.rank = rank_;
+    record.seq = seq_++;
+    record.scope = scope_;
+    record.op = op;
+    record.io = to_log_io(io);
+    record.name = name;
+    return record;
+  }
+
+  const std::int32_t rank_;
+  const Level level_;
+  const ReplayRequest request_;
+  std::shared_ptr<LogSink> log_;      // null: a replay without DTRACE_OUT records nowhere
+  std::shared_ptr<LogSink> capture_;  // null: no DTRACE_CAPTURE
+  std::optional<CaptureIndex> inputs_;
+
+  std::string scope_;
+  std::vector<std::size_t> scope_lengths_;  // scope_'s length before each push
+
+  std::optional<std::int64_t> step_;  // the open step
+  std::optional<std::int64_t> last_step_;
+  bool repetition_ = false;    // the open step was begun by begin_repetition()
+  std::int64_t seq_ = 0;       // records of the open step so far
+  std::int64_t captured_ = 0;  // captured records of the open step so far
+  std::string lines_;          // the open step's log lines
+  std::string capture_lines_;  // the open step's capture index lines
+};
+
+}  // namespace
+
+std::unique_ptr<Recorder> Recorder::open(const RunOptions& options, const ReplayRequest& request) {
+  return std::make_unique<RankRecorder>(options, request);
+}
+
+Recorder::~Recorder() = default;
+
+void Recorder::scalar_f32(Level level, std::string_view op, RecordIo io, std::string_view name,
+                          float v) {
+  scalar(level, op, io, name, "f32", std::bit_cast<std::uint32_t>(v), static_cast<double>(v));
+}
+
+void Recorder::scalar_f64(Level level, std::string_view op, RecordIo io, std::string_view name,
+                          double v) {
+  scalar(level, op, io, name, "f64", std::bit_cast<std::uint64_t>(v), v);
+}
+
+}  // namespace dtrace

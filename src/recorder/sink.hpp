@@ -1,0 +1,43 @@
+// A log file that the recorders of one process append whole steps to.
+//
+// A replay's DTRACE_OUT, and a capture's index, are one file for every rank a
+// process runs (ranks on threads): each rank hands over a finished step as a
+// block of whole lines, and the sink writes the block under a mutex, so lines of
+// two ranks never interleave mid-line. A normal run's rank file uses the same
+// class unshared. The header is written and flushed at creation, so a file
+// exists as a valid (empty) log from the moment the program starts.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "log/writer.hpp"
+
+namespace dtrace::recording {
+
+class LogSink {
+ public:
+  // Creates `path` for this recorder alone; a file already there is an error
+  // (a recorded run is never overwritten).
+  static std::shared_ptr<LogSink> create(const std::string& path, std::string_view header_line);
+  // The sink this process already has open for `path`, or a new one, kept open
+  // until the process exits (ranks open and finish at different times). A new one
+  // may replace an existing empty file (a launcher's mkstemp placeholder), never
+  // one with content. `variable` names the setting the path came from, for errors.
+  static std::shared_ptr<LogSink> open_shared(const std::string& path, std::string_view header_line,
+                                              std::string_view variable);
+
+  explicit LogSink(log::Writer writer) : writer_(std::move(writer)) {}
+
+  // Writes whole lines (each ending in a newline) and flushes them to the file.
+  void append(std::string_view lines);
+  const std::string& path() const { return writer_.path(); }
+
+ private:
+  std::mutex mutex_;
+  log::Writer writer_;
+};
+
+}  // namespace dtrace::recording

@@ -1,0 +1,332 @@
+#include "dtrace/recorder.hpp"
+
+#include <bit>
+#include <thread>
+
+#include "fingerprint/fingerprint.hpp"
+#include "recorder_support.hpp"
+
+using dtrace::Level;
+using dtrace::Recorder;
+using dtrace::RecorderError;
+using dtrace::RecordIo;
+using dtrace::ReplayRequest;
+using dtrace::log::StepStatus;
+using test_support::options_for;
+using test_support::read_run;
+using test_support::TempDir;
+using test_support::view;
+namespace fs = std::filesystem;
+
+namespace {
+
+ReplayRequest request_from(const std::map<std::string, std::string>& variables) {
+  return ReplayRequest::from_variables(variables);
+}
+
+// A step with records at every level, in nested scopes.
+void record_step(Recorder& recorder, std::int64_t step, const std::vector<float>& x) {
+  recorder.begin_step(step);
+  {
+    auto fwd = recorder.scope("fwd");
+    for (int layer = 0; layer < 2; ++layer) {
+      auto in_layer = recorder.scope("layer." + std::to_string(layer));
+      recorder.tensor(Level::layer, "block", RecordIo::in, "x", view(x, {2, 2}));
+      recorder.tensor(Level::kernel, "gemm", RecordIo::out, "y", view(x, {4}));
+    }
+  }
+  auto at_step = recorder.scope("step");
+  recorder.scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 1.0f);
+  recorder.end_step();
+}
+
+}  // namespace
+
+TEST_CASE("a normal run writes a header and records that RunReader reads back") {
+  TempDir dir;
+  auto options = options_for(dir / "run");
+  options.run_name = "baseline";
+  options.world_size = 2;
+  options.rank = 1;
+  options.env = {{"NCCL_ALGO", "Ring"}};
+  options.config_json = "{\"lr\": 0.001,\n \"batch\": 8}";
+  options.replay_argv = {"minitrain", "--steps", "3"};
+  const std::vector<float> x{1.0f, 2.0f, 3.0f, 4.0f};
+  {
+    auto recorder = Recorder::open(options, ReplayRequest{});
+    CHECK(recorder->level() == Level::layer);
+    record_step(*recorder, 0, x);
+    record_step(*recorder, 1, x);
+  }
+
+  const std::string file = dir / "run/rank1.jsonl";
+  REQUIRE(fs::is_regular_file(file));
+  auto run = read_run(dir / "run");
+  const auto& header = run.reader->header();
+  CHECK(header.format == "fp/1");
+  CHECK(header.run == "baseline");
+  CHECK(header.world_size == 2);
+  CHECK(header.hash == "xxh3-64k/1");
+  CHECK(header.level == "layer");
+  CHECK(header.env == nlohmann::json{{"NCCL_ALGO", "Ring"}});
+  CHECK(header.config == nlohmann::json{{"lr", 0.001}, {"batch", 8}});
+  CHECK(header.replay["argv"] == nlohmann::json{"minitrain", "--steps", "3"});
+  CHECK(header.replay["protocol"] == "dtrace-replay/1");
+  // The configuration is written as given (key order and spelling), on one line.
+  CHECK_THAT(test_support::first_line(file),
+             Catch::Contains("\"config\":{\"lr\": 0.001,  \"batch\": 8}"));
+
+  REQUIRE(run.steps.size() == 2);
+  const auto& step = run.step(1, 1);
+  CHECK(step.status == StepStatus::complete);
+  // Kernel records are above the run's level: two layer inputs and the loss.
+  REQUIRE(step.records.size() == 3);
+  CHECK(step.declared_count == 3);
+  for (std::size_t i = 0; i < step.records.size(); ++i)
+    CHECK(step.records[i].seq == std::int64_t(i));
+  const auto& input = step.records[1];
+  CHECK(input.scope == "fwd/layer.1");
+  CHECK(input.op == "block");
+  CHECK(input.io == dtrace::log::Io::in);
+  CHECK(input.name == "x");
+  CHECK(input.dtype == "f32");
+  CHECK(std::vector<std::int64_t>(input.shape.begin(), input.shape.end()) ==
+        std::vector<std::int64_t>{2, 2});
+  CHECK(input.digest.hex() ==
+        dtrace::to_hex16(dtrace::fingerprint(x.data(), x.size() * sizeof(float))));
+  const auto& loss = step.records[2];
+  CHECK(loss.scope == "step");
+  CHECK(loss.scalar);
+  CHECK(loss.digest.hex() == "3f800000");
+  CHECK(loss.value == 1.0);
+}
+
+TEST_CASE("scalars carry the dtype's exact bit pattern") {
+  TempDir dir;
+  {
+    auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+    recorder->begin_step(7);
+    recorder->scalar_f64(Level::step, "loss", RecordIo::metric, "f64", -0.0);
+    recorder->scalar(Level::step, "loss", RecordIo::metric, "bf16", "bf16", 0xdead3f80, 1.0);
+    recorder->scalar(Level::step, "loss", RecordIo::metric, "f16", "f16", 0x3c00, 1.0);
+    recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "nan",
+                         std::bit_cast<float>(0x7fc00001u));
+    recorder->end_step();
+  }
+  auto run = read_run(dir / "run");
+  const auto& records = run.step(0, 7).records;
+  REQUIRE(records.size() == 4);
+  CHECK(records[0].digest.hex() == "8000000000000000");
+  CHECK(records[1].digest.hex() == "3f80");  // the low 16 bits only
+  CHECK(records[2].digest.hex() == "3c00");
+  CHECK(records[3].digest.hex() == "7fc00001");
+  CHECK_FALSE(records[3].has_value);  // JSON has no NaN: the value is null, the bits are exact
+}
+
+TEST_CASE("the level filter drops finer records; DTRACE_LEVEL overrides the run's level") {
+  TempDir dir;
+  const std::vector<float> x{1, 2, 3, 4};
+  auto options = options_for(dir / "run");
+  options.level = Level::step;
+  {
+    auto recorder = Recorder::open(options, ReplayRequest{});
+    CHECK(recorder->wants(Level::step));
+    CHECK_FALSE(recorder->wants(Level::layer));
+    record_step(*recorder, 0, x);
+  }
+  CHECK(read_run(dir / "run").step(0, 0).records.size() == 1);
+
+  const std::string out = dir / "replay.jsonl";
+  {
+    auto recorder =
+        Recorder::open(options, request_from({{"DTRACE_OUT", out}, {"DTRACE_LEVEL", "kernel"}}));
+    CHECK(recorder->level() == Level::kernel);
+    record_step(*recorder, 0, x);
+  }
+  auto run = read_run(out);
+  CHECK(run.reader->header().level == "kernel");
+  CHECK(run.step(0, 0).records.size() == 5);
+}
+
+TEST_CASE("DTRACE_SCOPE limits kernel records to the scope, not layer or step records") {
+  TempDir dir;
+  const std::vector<float> x{1, 2, 3, 4};
+  const std::string out = dir / "replay.jsonl";
+  {
+    auto recorder = Recorder::open(
+        options_for(dir / "run"),
+        request_from(
+            {{"DTRACE_OUT", out}, {"DTRACE_LEVEL", "kernel"}, {"DTRACE_SCOPE", "fwd/layer.1"}}));
+    record_step(*recorder, 3, x);
+  }
+  const auto run = read_run(out);
+  const auto& records = run.step(0, 3).records;
+  std::vector<std::string> seen;
+  for (const auto& r : records) seen.push_back(std::string(r.scope) + ":" + std::string(r.op));
+  CHECK(seen == std::vector<std::string>{"fwd/layer.0:block", "fwd/layer.1:block",
+                                         "fwd/layer.1:gemm", "step:loss"});
+  for (std::size_t i = 0; i < records.size(); ++i) CHECK(records[i].seq == std::int64_t(i));
+}
+
+TEST_CASE("an existing run file is never overwritten") {
+  TempDir dir;
+  { auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{}); }
+  const std::string before = test_support::file_text(dir / "run/rank0.jsonl");
+  CHECK_THROWS_WITH(Recorder::open(options_for(dir / "run"), ReplayRequest{}),
+                    Catch::Contains("rank0.jsonl") && Catch::Contains("exists already"));
+  CHECK(test_support::file_text(dir / "run/rank0.jsonl") == before);
+  // Another rank of the same run is a different file.
+  CHECK_NOTHROW(Recorder::open(options_for(dir / "run", 1, 2), ReplayRequest{}));
+}
+
+TEST_CASE("DTRACE_OUT is one file for the ranks of a process, read back cleanly") {
+  TempDir dir;
+  const std::string out = dir / "replay.jsonl";
+  const auto request = request_from({{"DTRACE_OUT", out}, {"DTRACE_REPLAY_STEP", "0"}});
+  constexpr int kSteps = 20;
+  auto rank_main = [&](int rank) {
+    auto recorder = Recorder::open(options_for(dir / "run", rank, 2), request);
+    std::vector<float> x(64, static_cast<float>(rank));
+    for (int step = 0; step < kSteps; ++step) {
+      recorder->begin_step(step);
+      for (int i = 0; i < 50; ++i) {
+        auto layer = recorder->scope("layer." + std::to_string(i));
+        recorder->tensor(Level::layer, "block", RecordIo::out, "y", view(x, {64}));
+      }
+      recorder->end_step();
+    }
+  };
+  std::thread rank0(rank_main, 0), rank1(rank_main, 1);
+  rank0.join();
+  rank1.join();
+
+  CHECK_FALSE(fs::exists(dir / "run"));  // a replay never touches the run directory
+  const std::string text = test_support::file_text(out);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1 + 2 * kSteps * 51);
+  const auto run = read_run(out);
+  CHECK(run.reader->headers().size() == 1);
+  CHECK(run.reader->notes().empty());
+  REQUIRE(run.steps.size() == 2 * kSteps);
+  for (const auto& step : run.steps) {
+    CHECK(step.status == StepStatus::complete);
+    CHECK(step.records.size() == 50);
+  }
+}
+
+TEST_CASE("DTRACE_OUT replaces an empty placeholder but not a file with content") {
+  TempDir dir;
+  const std::string out = dir / "replay.jsonl";
+  { std::ofstream placeholder(out); }
+  { auto recorder = Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_OUT", out}})); }
+  CHECK(read_run(out).reader->header().run == "a");
+
+  const std::string theirs = dir / "theirs.jsonl";
+  { std::ofstream(theirs) << "{\"dtrace\":\"fp/1\"}\n"; }
+  CHECK_THROWS_WITH(
+      Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_OUT", theirs}})),
+      Catch::Contains("DTRACE_OUT=" + theirs) && Catch::Contains("not empty"));
+  CHECK(test_support::file_text(theirs) == "{\"dtrace\":\"fp/1\"}\n");
+}
+
+TEST_CASE("recorders opened one after another in a process share DTRACE_OUT and its header") {
+  TempDir dir;
+  const std::string out = dir / "replay.jsonl";
+  const auto request = request_from({{"DTRACE_OUT", out}});
+  for (int rank = 0; rank < 2; ++rank) {
+    auto recorder = Recorder::open(options_for(dir / "run", rank, 2), request);
+    recorder->begin_step(0);
+    recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 1.0f);
+    recorder->end_step();
+  }
+  const auto run = read_run(out);
+  CHECK(run.reader->headers().size() == 1);
+  CHECK(run.step(0, 0).status == StepStatus::complete);
+  CHECK(run.step(1, 0).status == StepStatus::complete);
+}
+
+TEST_CASE("a replay without DTRACE_OUT writes no log and never the run directory") {
+  TempDir dir;
+  {
+    auto recorder =
+        Recorder::open(options_for(dir / "run"), request_from({{"DTRACE_REPLAY_STEP", "4"}}));
+    recorder->begin_step(4);
+    recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 2.0f);
+    recorder->end_step();
+  }
+  CHECK_FALSE(fs::exists(dir / "run"));
+}
+
+TEST_CASE("a step left open is written without its end record, so readers see it incomplete") {
+  TempDir dir;
+  {
+    auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+    recorder->begin_step(0);
+    recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 2.0f);
+    recorder->end_step();
+    recorder->begin_step(1);
+    recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 3.0f);
+  }
+  const auto run = read_run(dir / "run");
+  CHECK(run.step(0, 0).status == StepStatus::complete);
+  CHECK(run.step(0, 1).status == StepStatus::incomplete);
+}
+
+TEST_CASE("misuse is reported, not logged") {
+  TempDir dir;
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  const std::vector<float> x{1, 2, 3, 4};
+  CHECK_THROWS_WITH(recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 1.0f),
+                    Catch::Contains("outside a step"));
+  CHECK_THROWS_AS(recorder->end_step(), RecorderError);
+  recorder->begin_step(5);
+  CHECK_THROWS_WITH(recorder->tensor(Level::layer, "block", RecordIo::in, "x", view(x, {3})),
+                    Catch::Contains("16 bytes") && Catch::Contains("take 12"));
+  CHECK_THROWS_WITH(recorder->scalar(Level::step, "loss", RecordIo::metric, "loss", "q7", 0, 0.0),
+                    Catch::Contains("q7"));
+  CHECK_THROWS_WITH(recorder->begin_step(6), Catch::Contains("is open"));
+  recorder->end_step();
+  CHECK_THROWS_WITH(recorder->begin_step(5), Catch::Contains("must increase"));
+}
+
+TEST_CASE("options that cannot make a valid log are refused") {
+  TempDir dir;
+  auto options = options_for(dir / "run");
+  options.config_json = "[1, 2]";
+  CHECK_THROWS_WITH(Recorder::open(options, ReplayRequest{}), Catch::Contains("config_json"));
+  options = options_for(dir / "run", 2, 2);
+  CHECK_THROWS_WITH(Recorder::open(options, ReplayRequest{}), Catch::Contains("rank 2"));
+  options = options_for("");
+  CHECK_THROWS_WITH(Recorder::open(options, ReplayRequest{}), Catch::Contains("run directory"));
+}
+
+TEST_CASE("scopes nest and pop in order") {
+  TempDir dir;
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  {
+    auto a = recorder->scope("fwd");
+    {
+      auto b = recorder->scope("layer.3");
+      auto c = recorder->scope("attn");
+      CHECK(recorder->current_scope() == "fwd/layer.3/attn");
+    }
+    CHECK(recorder->current_scope() == "fwd");
+  }
+  CHECK(recorder->current_scope().empty());
+}
+
+TEST_CASE("a step's lines reach the file only at its end") {
+  TempDir dir;
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  const std::string file = dir / "run/rank0.jsonl";
+  auto lines = [&] {
+    const std::string text = test_support::file_text(file);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  CHECK(lines() == 1);  // the header, written at open
+  recorder->begin_step(0);
+  recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 1.0f);
+  recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "grad_norm", 2.0f);
+  CHECK(lines() == 1);  // a crash now would leave no partial step behind
+  recorder->end_step();
+  CHECK(lines() == 4);
+}

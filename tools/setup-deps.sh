@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages dtrace builds and tests with, if missing.
+# Used by tools/demo.sh, tools/test.sh and .ci/run; safe to run repeatedly.
+set -euo pipefail
+packages=(meson ninja-build g++ pkg-config libcli11-dev libspdlog-dev nlohmann-json3-dev
+          libxxhash-dev catch2 libsimdjson-dev python3 bc)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing: ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
