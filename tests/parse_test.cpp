@@ -228,3 +228,51 @@ TEST_CASE("headers", "[parse]") {
   CHECK(error(R"({"run":"a"})") == "header without field 'dtrace'");
   CHECK(error("{not json") == "header is not valid JSON");
 }
+
+TEST_CASE("lines read again after the first of their seq mean the same", "[parse]") {
+  // The reader keeps one LineParser for a run; lines it has seen the identity
+  // of before must still read exactly as the first one did.
+  Parse parse;
+  const std::string first =
+      R"({"step":0,"rank":1,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+      R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000aa"})";
+  REQUIRE(parse(first).kind == LineKind::record);
+  for (int round = 0; round < 2; ++round) {
+    const ParsedLine& p =
+        parse(R"({"step":7,"rank":0,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"ABCDEF0123456789"})");
+    REQUIRE(p.kind == LineKind::record);
+    CHECK(p.record.step == 7);
+    CHECK(p.record.rank == 0);
+    CHECK(p.rank == 0);
+    CHECK(p.record.seq == 3);
+    CHECK(p.record.name == "y");
+    CHECK(p.record.io == Io::out);
+    CHECK(std::vector<std::int64_t>(p.record.shape.begin(), p.record.shape.end()) ==
+          std::vector<std::int64_t>{2, 3});
+    CHECK(p.record.digest.hex() == "abcdef0123456789");
+  }
+  // Same seq, another identity: read as written.
+  const ParsedLine& other =
+      parse(R"({"step":8,"rank":0,"seq":3,"scope":"fwd/l0","op":"gemm","io":"in","name":"x",)"
+            R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000bb"})");
+  REQUIRE(other.kind == LineKind::record);
+  CHECK(other.record.name == "x");
+  CHECK(other.record.io == Io::in);
+  // Same identity, a bad hash or rank: still malformed.
+  CHECK(parse(R"({"step":9,"rank":0,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000zz"})")
+            .kind == LineKind::malformed);
+  CHECK(parse(R"({"step":9,"rank":-1,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000aa"})")
+            .kind == LineKind::malformed);
+  CHECK(parse(R"({"step":9,"rank":01,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000aa"})")
+            .kind == LineKind::malformed);
+  // End records in the writer's layout.
+  const ParsedLine& end = parse(R"({"step":9,"rank":1,"end":true,"count":4})");
+  REQUIRE(end.kind == LineKind::end);
+  CHECK(end.step == 9);
+  CHECK(end.rank == 1);
+  CHECK(end.count == 4);
+}
