@@ -45,7 +45,12 @@ Classification classify(const Step& a, const Step& b, const MismatchAt& at) {
   const int occurrence = occurrence_of(side, index);
   const auto in_a = inputs_of(a, r.scope, r.op, occurrence);
   const auto in_b = inputs_of(b, r.scope, r.op, occurrence);
-  if (in_a.empty() && in_b.empty()) return c;
+  if (in_a.empty() && in_b.empty()) {
+    // A collective's output also depends on the other ranks' inputs (a broadcast
+    // records its input on the root only): unknown unless one of those differs.
+    if (is_collective(r.scope)) c.collective = collective_key(r.scope, r.op, occurrence);
+    return c;
+  }
   bool differs = in_a.size() != in_b.size();
   for (std::size_t i : in_a) {
     if (differs) break;

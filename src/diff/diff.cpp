@@ -27,7 +27,8 @@ std::string_view role_name(Role role) {
   return "unknown";
 }
 
-std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Digest& b) {
+std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Digest& b,
+                                          std::string_view dtype) {
   if (a.digits != b.digits || a.high != 0 || b.high != 0) return std::nullopt;
   int bits;
   switch (a.digits) {
@@ -38,12 +39,15 @@ std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Diges
   }
   const std::uint64_t sign = std::uint64_t{1} << (bits - 1);
   const std::uint64_t magnitude_mask = sign - 1;
-  // Exponent all ones with a nonzero mantissa is NaN for f16, f32 and f64; bf16
-  // shares f32's layout, so its 16-bit pattern has the same 8-bit exponent rule.
+  // Exponent all ones with a nonzero mantissa is NaN. bf16 shares f32's 8-bit
+  // exponent; f16 has a 5-bit one, so 7c01..7fff are NaNs only there.
+  const bool f16 = dtype == "f16" || dtype == "float16" || dtype == "half";
   auto is_nan = [&](std::uint64_t v) {
     const std::uint64_t m = v & magnitude_mask;
     switch (bits) {
-      case 16: return (m & 0x7f80) == 0x7f80 && (m & 0x007f) != 0;  // bf16 reading
+      case 16:
+        if (f16) return (m & 0x7c00) == 0x7c00 && (m & 0x03ff) != 0;
+        return (m & 0x7f80) == 0x7f80 && (m & 0x007f) != 0;
       case 32: return (m & 0x7f800000u) == 0x7f800000u && (m & 0x007fffffu) != 0;
       default:
         return (m & 0x7ff0000000000000ull) == 0x7ff0000000000000ull &&
@@ -75,6 +79,7 @@ struct Side {
   std::set<std::int32_t> out_of_order;  // ranks whose steps arrived out of step order
   std::map<std::int32_t, IntervalSet> one_sided;   // complete here, not in the other run
   std::map<std::int32_t, IntervalSet> unfinished;  // incomplete (or miscounted) here
+  std::map<std::int32_t, IntervalSet> late;  // records after the step was complete and compared
   std::set<std::int32_t> ranks;
 };
 
@@ -125,7 +130,7 @@ Mismatch describe(const Step& a, const Step& b, const MismatchAt& at, const Clas
   }
   if (rec_a != nullptr && rec_b != nullptr && rec_a->scalar && rec_b->scalar &&
       rec_a->dtype == rec_b->dtype && at.kind == Kind::value) {
-    m.ulp = ulp_distance(rec_a->digest, rec_b->digest);
+    m.ulp = ulp_distance(rec_a->digest, rec_b->digest, rec_a->dtype);
   }
   return m;
 }
@@ -152,7 +157,7 @@ void take(Comparison& cmp, Side& x, Side& y, Step step, bool early_decisions) {
   const std::int32_t rank = step.rank;
   x.ranks.insert(rank);
   if (step.status != StepStatus::complete) {
-    x.unfinished[rank].insert(step.step);
+    (step.status == StepStatus::late ? x.late : x.unfinished)[rank].insert(step.step);
     return;
   }
   auto [max_it, first_time] = x.max_yielded.try_emplace(rank, step.step);
@@ -285,6 +290,8 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
   note_step_sets(report.notes, only_b, "only in run B, not compared");
   note_step_sets(report.notes, cmp.a.unfinished, "incomplete in run A (no end record or a wrong count), excluded");
   note_step_sets(report.notes, cmp.b.unfinished, "incomplete in run B (no end record or a wrong count), excluded");
+  note_step_sets(report.notes, cmp.a.late, "of run A: records after the step's end record (a file twice?), ignored");
+  note_step_sets(report.notes, cmp.b.late, "of run B: records after the step's end record (a file twice?), ignored");
   for (auto [side, other, label] : {std::tuple{&cmp.a, &cmp.b, "A"}, std::tuple{&cmp.b, &cmp.a, "B"}}) {
     std::vector<std::int32_t> lonely;
     for (auto rank : side->ranks) {

@@ -74,7 +74,9 @@ struct Report {
 Result<Report> diff_runs(const std::string& run_a, const std::string& run_b);
 
 // ULP distance between two scalars' bit patterns of the same width; nullopt for
-// NaN or differing widths. Exposed for tests.
-std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Digest& b);
+// NaN or differing widths. 16-bit patterns are bf16 unless `dtype` says f16
+// (the two place NaNs differently). Exposed for tests.
+std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Digest& b,
+                                          std::string_view dtype = {});
 
 }  // namespace dtrace::diff

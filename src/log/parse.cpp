@@ -30,7 +30,7 @@ namespace {
 enum Field : unsigned {
   kStep = 1u << 0, kRank = 1u << 1, kSeq = 1u << 2, kScope = 1u << 3, kOp = 1u << 4,
   kIo = 1u << 5, kName = 1u << 6, kHash = 1u << 7, kBits = 1u << 8, kEnd = 1u << 9,
-  kCount = 1u << 10, kHeader = 1u << 11,
+  kCount = 1u << 10, kHeader = 1u << 11, kBadDigest = 1u << 12,
 };
 
 bool malformed(ParsedLine& out, std::string problem) {
@@ -51,6 +51,81 @@ bool get_text(od::value value, std::string_view key, std::string_view& out, Pars
     return malformed(line, "field '" + std::string(key) + "' must be a string");
   }
   return true;
+}
+
+// JSON's number grammar. simdjson's own number parsers also refuse what is valid
+// but does not fit a double or a 64-bit integer (1e400), which this must allow.
+bool json_number(std::string_view token) {
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+  std::size_t i = 0;
+  auto digits = [&] {
+    const std::size_t start = i;
+    while (i < token.size() && token[i] >= '0' && token[i] <= '9') ++i;
+    return i - start;
+  };
+  if (i < token.size() && token[i] == '-') ++i;
+  if (i < token.size() && token[i] == '0') {
+    ++i;
+  } else if (digits() == 0) {
+    return false;
+  }
+  if (i < token.size() && token[i] == '.') {
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < token.size() && (token[i] == 'e' || token[i] == 'E')) {
+    ++i;
+    if (i < token.size() && (token[i] == '+' || token[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == token.size();
+}
+
+// Walks a value this reader does not use, so that a broken one makes the line
+// malformed: on-demand parsing would otherwise skip it unchecked.
+bool valid_json(od::value value, int depth = 0) {
+  od::json_type type;
+  if (depth > 1024 || value.type().get(type) != simdjson::SUCCESS) return false;
+  switch (type) {
+    case od::json_type::array: {
+      od::array array;
+      if (value.get_array().get(array) != simdjson::SUCCESS) return false;
+      for (auto element : array) {
+        od::value v;
+        if (element.get(v) != simdjson::SUCCESS || !valid_json(v, depth + 1)) return false;
+      }
+      return true;
+    }
+    case od::json_type::object: {
+      od::object object;
+      if (value.get_object().get(object) != simdjson::SUCCESS) return false;
+      for (auto field_result : object) {
+        od::field field;
+        std::string_view key;
+        if (std::move(field_result).get(field) != simdjson::SUCCESS ||
+            field.unescaped_key().get(key) != simdjson::SUCCESS || !valid_json(field.value(), depth + 1)) {
+          return false;
+        }
+      }
+      return true;
+    }
+    case od::json_type::number: {
+      return json_number(value.raw_json_token());
+    }
+    case od::json_type::string: {
+      std::string_view text;
+      return value.get_string().get(text) == simdjson::SUCCESS;
+    }
+    case od::json_type::boolean: {
+      bool flag;
+      return value.get_bool().get(flag) == simdjson::SUCCESS;
+    }
+    case od::json_type::null: {
+      bool null = false;
+      return value.is_null().get(null) == simdjson::SUCCESS && null;
+    }
+  }
+  return false;
 }
 
 bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& dims,
@@ -112,10 +187,12 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
       r.shape = intern.shape(dims);
       r.has_shape = true;
     } else if (key == "hash" || key == "bits") {
-      if (!get_text(value, key, text, out)) return false;
-      if (!parse_digest(text, r.digest)) {
-        return malformed(out, "field '" + std::string(key) + "' must be 1 to 32 hex digits, not '" +
-                                  std::string(text.substr(0, 40)) + "'");
+      // A header's `hash` names the algorithm: judge it once the line's kind is
+      // known (the problem waits in out.problem, flagged by kBadDigest).
+      if (value.get_string().get(text) != simdjson::SUCCESS || !parse_digest(text, r.digest)) {
+        out.problem = "field '" + std::string(key) + "' must be 1 to 32 hex digits";
+        if (!text.empty()) out.problem += ", not '" + std::string(text.substr(0, 40)) + "'";
+        seen |= kBadDigest;
       }
       r.scalar = key == "bits";
       seen |= r.scalar ? kBits : kHash;
@@ -127,6 +204,8 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
           r.value = v;
           r.has_value = true;
         }
+      } else if (!valid_json(value)) {
+        return malformed(out, "not valid JSON");
       }
     } else if (key == "end") {
       bool flag = false;
@@ -139,9 +218,11 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
       seen |= kCount;
     } else if (key == "dtrace") {
       seen |= kHeader;
+    } else if (!valid_json(value)) {
+      // Any other field is ignored (forward compatibility, DESIGN.md §3), but
+      // the line must still be JSON.
+      return malformed(out, "not valid JSON");
     }
-    // Any other field is ignored (forward compatibility, DESIGN.md §3); on-demand
-    // parsing skips its value when the loop moves on.
   }
   return true;
 }
@@ -195,8 +276,10 @@ void LineParser::parse_full(std::string_view line, Intern& intern, ParsedLine& o
     return;
   }
   od::object object;
-  if (doc.get_object().get(object) != simdjson::SUCCESS) {
-    malformed(out, "not a JSON object");
+  if (auto error = doc.get_object().get(object); error != simdjson::SUCCESS) {
+    // Only a well-formed value of another type is "not an object"; a line cut
+    // short or otherwise broken is not JSON at all.
+    malformed(out, error == simdjson::INCORRECT_TYPE ? "not a JSON object" : "not valid JSON");
     return;
   }
   unsigned seen = 0;
@@ -208,6 +291,11 @@ void LineParser::parse_full(std::string_view line, Intern& intern, ParsedLine& o
   }
   if (seen & kHeader) {
     out.kind = LineKind::header;
+    out.problem.clear();
+    return;
+  }
+  if (seen & kBadDigest) {
+    out.kind = LineKind::malformed;
     return;
   }
   if (seen & kEnd) {

@@ -1,0 +1,278 @@
+#include "log/parse.hpp"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+using dtrace::log::Intern;
+using dtrace::log::Io;
+using dtrace::log::kLinePadding;
+using dtrace::log::LineKind;
+using dtrace::log::LineParser;
+using dtrace::log::parse_digest;
+using dtrace::log::parse_header;
+using dtrace::log::ParsedLine;
+
+namespace {
+
+// Parses one line as the reader hands it over: readable padding after the text.
+struct Parse {
+  Intern intern;
+  LineParser parser;
+  ParsedLine out;
+  std::string buffer;
+
+  const ParsedLine& operator()(const std::string& line) {
+    buffer = line;
+    buffer.append(kLinePadding, '\0');
+    parser.parse(std::string_view(buffer.data(), line.size()), intern, out);
+    return out;
+  }
+};
+
+const std::string kTensor =
+    R"({"step":37,"rank":2,"seq":118,"scope":"fwd/layer.1/mlp","op":"gemm_fc2","io":"out",)"
+    R"("name":"y","dtype":"bf16","shape":[8,64,256],"hash":"9f0a1b2c3d4e5f60"})";
+const std::string kScalar =
+    R"({"step":37,"rank":2,"seq":0,"scope":"step","op":"loss","io":"metric","name":"loss",)"
+    R"("dtype":"f32","bits":"3f9e0419","value":1.2345})";
+
+}  // namespace
+
+TEST_CASE("a tensor record's fields", "[parse]") {
+  Parse parse;
+  const ParsedLine& p = parse(kTensor);
+  REQUIRE(p.kind == LineKind::record);
+  const auto& r = p.record;
+  CHECK(r.step == 37);
+  CHECK(r.rank == 2);
+  CHECK(p.rank == 2);
+  CHECK(r.seq == 118);
+  CHECK(r.scope == "fwd/layer.1/mlp");
+  CHECK(r.op == "gemm_fc2");
+  CHECK(r.io == Io::out);
+  CHECK(r.io_text == "out");
+  CHECK(r.name == "y");
+  CHECK(r.dtype == "bf16");
+  REQUIRE(r.has_shape);
+  CHECK(std::vector<std::int64_t>(r.shape.begin(), r.shape.end()) == std::vector<std::int64_t>{8, 64, 256});
+  CHECK_FALSE(r.scalar);
+  CHECK(r.digest.hex() == "9f0a1b2c3d4e5f60");
+  CHECK(r.digest.digits == 16);
+  CHECK_FALSE(r.has_value);
+}
+
+TEST_CASE("a scalar record's fields", "[parse]") {
+  Parse parse;
+  const ParsedLine& p = parse(kScalar);
+  REQUIRE(p.kind == LineKind::record);
+  CHECK(p.record.scalar);
+  CHECK(p.record.io == Io::metric);
+  CHECK(p.record.digest.hex() == "3f9e0419");
+  CHECK(p.record.digest.digits == 8);
+  CHECK(p.record.has_value);
+  CHECK(p.record.value == Approx(1.2345));
+  CHECK_FALSE(p.record.has_shape);
+}
+
+TEST_CASE("end records and headers are told apart from records", "[parse]") {
+  Parse parse;
+  const ParsedLine& end = parse(R"({"step":37,"rank":2,"end":true,"count":119})");
+  REQUIRE(end.kind == LineKind::end);
+  CHECK(end.step == 37);
+  CHECK(end.rank == 2);
+  CHECK(end.count == 119);
+  // A header's `hash` is an algorithm name, not hex digits.
+  CHECK(parse(R"({"dtrace":"fp/1","run":"a","world_size":4,"hash":"xxh3-64k/1"})").kind ==
+        LineKind::header);
+  CHECK(parse(R"({"hash":"xxh3-64k/1","world_size":4,"dtrace":"fp/1"})").kind == LineKind::header);
+  CHECK(parse(R"({"step":1,"rank":0,"end":true})").problem == "end record without field 'count'");
+}
+
+TEST_CASE("unknown fields are ignored, whatever their value", "[parse]") {
+  Parse parse;
+  const std::string line =
+      R"({"future":{"nested":[1,{"x":null}],"s":"a\"}b"},"step":37,"rank":2,"seq":118,)"
+      R"("scope":"fwd/layer.1/mlp","device":"cuda:2","op":"gemm_fc2","io":"out","name":"y",)"
+      R"("dtype":"bf16","shape":[8,64,256],"hash":"9f0a1b2c3d4e5f60","stats":[1.5,-2e10,true,false]})";
+  const ParsedLine& p = parse(line);
+  REQUIRE(p.kind == LineKind::record);
+  CHECK(p.record.op == "gemm_fc2");
+  // Numbers too large for a double or an integer are still JSON.
+  CHECK(parse(R"({"big":[1e400,18446744073709551616,-0.5E-3,0],)" + kTensor.substr(1)).kind ==
+        LineKind::record);
+  CHECK(p.record.digest.hex() == "9f0a1b2c3d4e5f60");
+  // An end record with an extra field is still an end record.
+  CHECK(parse(R"({"step":1,"rank":0,"end":true,"count":3,"wall_ms":12.5})").kind == LineKind::end);
+  // An io this reader does not know is kept as written and needs no hash.
+  const ParsedLine& other =
+      parse(R"({"step":1,"rank":0,"seq":5,"scope":"step","op":"t","io":"timing2","name":"t"})");
+  REQUIRE(other.kind == LineKind::record);
+  CHECK(other.record.io == Io::other);
+  CHECK(other.record.io_text == "timing2");
+}
+
+TEST_CASE("escapes in strings are decoded", "[parse]") {
+  Parse parse;
+  const ParsedLine& p = parse(
+      R"({"step":0,"rank":0,"seq":0,"scope":"fwd\/layer.0","op":"q\"k\\v","io":"in",)"
+      R"("name":"caf\u00e9\ttab","hash":"0123456789abcdef"})");
+  REQUIRE(p.kind == LineKind::record);
+  CHECK(p.record.scope == "fwd/layer.0");
+  CHECK(p.record.op == "q\"k\\v");
+  CHECK(p.record.name == "caf\xc3\xa9\ttab");
+  CHECK(p.record.io == Io::in);
+}
+
+TEST_CASE("surrounding whitespace is allowed", "[parse]") {
+  Parse parse;
+  CHECK(parse("  " + kTensor + " \t").kind == LineKind::record);
+}
+
+TEST_CASE("malformed records say what is wrong", "[parse]") {
+  Parse parse;
+  auto problem = [&](const std::string& line) {
+    const ParsedLine& p = parse(line);
+    CHECK(p.kind == LineKind::malformed);
+    return p.problem;
+  };
+  CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
+                R"("hash":"0123456789abcdef","bits":"3f800000"})") ==
+        "record has both 'hash' and 'bits'");
+  CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n"})") ==
+        "record without field 'hash' (tensor) or 'bits' (scalar)");
+  CHECK(problem(R"({"step":0,"rank":0,"scope":"s","op":"o","io":"out","name":"n","hash":"00"})") ==
+        "record without field 'seq'");
+  CHECK(problem(R"({"step":"0","rank":0})") == "field 'step' must be an integer");
+  CHECK(problem(R"({"step":1.5,"rank":0})") == "field 'step' must be an integer");
+  CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":3})") == "field 'scope' must be a string");
+  CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
+                R"("shape":[2,"x"],"hash":"00"})") == "field 'shape' must be an array of integers");
+  CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
+                R"("hash":"xyz"})") == "field 'hash' must be 1 to 32 hex digits, not 'xyz'");
+  CHECK(problem(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
+                R"("bits":7})") == "field 'bits' must be 1 to 32 hex digits");
+  CHECK(problem(R"({"step":0,"rank":-1,"seq":0,"scope":"s","op":"o","io":"out","name":"n",)"
+                R"("hash":"00"})") == "field 'rank' out of range");
+  CHECK(problem("[1,2,3]") == "not a JSON object");
+  CHECK(problem("42") == "not a JSON object");
+  CHECK(problem(R"({"step":0,"rank":0)") == "not valid JSON");
+  CHECK(problem(R"({"step":0,"rank":)") == "not valid JSON");
+  CHECK(problem("{oops}") == "not valid JSON");
+  CHECK(problem(kTensor + " {}") == "unexpected text after the JSON object");
+  CHECK(problem(R"({"step":0 "rank":0})") == "not valid JSON");
+}
+
+TEST_CASE("a line is malformed when an unknown field's value is not valid JSON", "[parse]") {
+  // Unknown fields are ignored, but the line must still be one JSON object
+  // (DESIGN.md §3): garbage inside an ignored value is not silently accepted.
+  Parse parse;
+  for (const char* extra : {R"("x":[1,,2])", R"("x":{"a" 1})", R"("x":tru)", R"("x":"\q")",
+                            R"("x":[1,2})",
+                            R"("value":tru)", R"("x":01)", R"("x":1.)", R"("x":-)", R"("x":1e+)", R"("x":{"a":1 "b":2})", R"("x":[1 2])"}) {
+    INFO(extra);
+    const ParsedLine& p = parse(R"({"step":0,"rank":0,"seq":0,"scope":"s","op":"o","io":"out",)"
+                                R"("name":"n","hash":"00",)" +
+                                std::string(extra) + "}");
+    CHECK(p.kind == LineKind::malformed);
+  }
+}
+
+TEST_CASE("digests keep their digit count", "[parse]") {
+  dtrace::log::Digest a, b;
+  REQUIRE(parse_digest("3f80", a));
+  REQUIRE(parse_digest("00003f80", b));
+  CHECK(a != b);
+  CHECK(a.hex() == "3f80");
+  CHECK(b.hex() == "00003f80");
+  REQUIRE(parse_digest("0123456789ABCDEF0123456789abcdef", a));
+  CHECK(a.hex() == "0123456789abcdef0123456789abcdef");
+  CHECK_FALSE(parse_digest("", a));
+  CHECK_FALSE(parse_digest("0123456789abcdef0123456789abcdef0", a));
+  CHECK_FALSE(parse_digest("12g4", a));
+}
+
+TEST_CASE("headers", "[parse]") {
+  auto h = parse_header(
+      R"({"dtrace":"fp/1","run":"a","world_size":4,"hash":"xxh3-64k/1","level":"layer",)"
+      R"("env":{"NCCL_ALGO":"Ring"},"config":{"lr":0.1},"replay":{"argv":["x"]},"future":1})");
+  REQUIRE(h.ok());
+  CHECK(h->format == "fp/1");
+  CHECK(h->run == "a");
+  CHECK(h->world_size == 4);
+  CHECK(h->hash == "xxh3-64k/1");
+  CHECK(h->level == "layer");
+  CHECK(h->env["NCCL_ALGO"] == "Ring");
+  CHECK(h->config["lr"] == 0.1);
+  CHECK(h->replay["argv"][0] == "x");
+
+  // A minor version is readable; optional fields may be absent.
+  CHECK(parse_header(R"({"dtrace":"fp/1.3","world_size":1,"hash":"h"})").ok());
+
+  auto error = [](const std::string& line) {
+    auto r = parse_header(line);
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  CHECK(error(R"({"dtrace":"fp/2","world_size":1,"hash":"h"})").find("fp/2") != std::string::npos);
+  CHECK(error(R"({"dtrace":"fp/10","world_size":1,"hash":"h"})").find("fp/10") != std::string::npos);
+  CHECK(error(R"({"dtrace":"fpx","world_size":1,"hash":"h"})").find("expected \"fp/1\"") !=
+        std::string::npos);
+  CHECK(error(R"({"dtrace":"fp/1","hash":"h"})") == "header without field 'world_size'");
+  CHECK(error(R"({"dtrace":"fp/1","world_size":0,"hash":"h"})") ==
+        "header field 'world_size' must be a positive integer");
+  CHECK(error(R"({"dtrace":"fp/1","world_size":"2","hash":"h"})") ==
+        "header field 'world_size' must be a positive integer");
+  CHECK(error(R"({"dtrace":"fp/1","world_size":2})") == "header without field 'hash'");
+  CHECK(error(R"({"dtrace":"fp/1","world_size":2,"hash":"h","env":[1]})") ==
+        "header field 'env' must be an object");
+  CHECK(error(R"({"run":"a"})") == "header without field 'dtrace'");
+  CHECK(error("{not json") == "header is not valid JSON");
+}
+
+TEST_CASE("lines read again after the first of their seq mean the same", "[parse]") {
+  // The reader keeps one LineParser for a run; lines it has seen the identity
+  // of before must still read exactly as the first one did.
+  Parse parse;
+  const std::string first =
+      R"({"step":0,"rank":1,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+      R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000aa"})";
+  REQUIRE(parse(first).kind == LineKind::record);
+  for (int round = 0; round < 2; ++round) {
+    const ParsedLine& p =
+        parse(R"({"step":7,"rank":0,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"ABCDEF0123456789"})");
+    REQUIRE(p.kind == LineKind::record);
+    CHECK(p.record.step == 7);
+    CHECK(p.record.rank == 0);
+    CHECK(p.rank == 0);
+    CHECK(p.record.seq == 3);
+    CHECK(p.record.name == "y");
+    CHECK(p.record.io == Io::out);
+    CHECK(std::vector<std::int64_t>(p.record.shape.begin(), p.record.shape.end()) ==
+          std::vector<std::int64_t>{2, 3});
+    CHECK(p.record.digest.hex() == "abcdef0123456789");
+  }
+  // Same seq, another identity: read as written.
+  const ParsedLine& other =
+      parse(R"({"step":8,"rank":0,"seq":3,"scope":"fwd/l0","op":"gemm","io":"in","name":"x",)"
+            R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000bb"})");
+  REQUIRE(other.kind == LineKind::record);
+  CHECK(other.record.name == "x");
+  CHECK(other.record.io == Io::in);
+  // Same identity, a bad hash or rank: still malformed.
+  CHECK(parse(R"({"step":9,"rank":0,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000zz"})")
+            .kind == LineKind::malformed);
+  CHECK(parse(R"({"step":9,"rank":-1,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000aa"})")
+            .kind == LineKind::malformed);
+  CHECK(parse(R"({"step":9,"rank":01,"seq":3,"scope":"fwd/l0","op":"gemm","io":"out","name":"y",)"
+              R"("dtype":"bf16","shape":[2,3],"hash":"00000000000000aa"})")
+            .kind == LineKind::malformed);
+  // End records in the writer's layout.
+  const ParsedLine& end = parse(R"({"step":9,"rank":1,"end":true,"count":4})");
+  REQUIRE(end.kind == LineKind::end);
+  CHECK(end.step == 9);
+  CHECK(end.rank == 1);
+  CHECK(end.count == 4);
+}
