@@ -45,7 +45,7 @@ Result<Side> plan_side(const Options& options, char name, const std::string& run
   }
   if (!options.trust) {
     return Error{"the replay command comes from the log of " + who + ": " + joined(side.argv) +
-                 "\nrun it only if you trust that log: pass --trust, or give the command with --replay 'ARGV'"};
+                 "; run it only if you trust that log: pass --trust, or give the command with --replay 'ARGV'"};
   }
   if (replay.contains("cwd") && replay["cwd"].is_string()) {
     std::error_code ec;
