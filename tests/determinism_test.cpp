@@ -22,14 +22,17 @@ const determinism::Check& check_of(const std::vector<determinism::Check>& checks
 
 TEST_CASE("NCCL_ALGO: Tree is rejected, subsets of the fixed-order algorithms accepted") {
   CHECK(determinism::why_not_deterministic("NCCL_ALGO", "Tree") ==
-        "NCCL_ALGO=Tree: Tree's reduction order is not fixed");
+        "NCCL_ALGO=Tree, whose reduction order is not fixed (the chain order within a node is not "
+        "controllable and the tree between nodes can change from run to run)");
   CHECK(determinism::why_not_deterministic("NCCL_ALGO", "Ring,Tree") ==
-        "NCCL_ALGO=Ring,Tree: Tree's reduction order is not fixed");
+        "NCCL_ALGO=Ring,Tree, which allows Tree, whose reduction order is not fixed (the chain "
+        "order within a node is not controllable and the tree between nodes can change from "
+        "run to run)");
   CHECK_FALSE(determinism::why_not_deterministic("NCCL_ALGO", "Ring"));
   CHECK_FALSE(determinism::why_not_deterministic("NCCL_ALGO", "Ring,CollnetDirect"));
   CHECK_FALSE(determinism::why_not_deterministic("NCCL_ALGO", "CollnetChain,^NVLS"));
   CHECK_THAT(*determinism::why_not_deterministic("NCCL_ALGO", "NVLS"),
-             Catch::Contains("NVLS is not one of"));
+             Catch::Contains("which names NVLS, not one of"));
   CHECK(determinism::why_not_deterministic("NCCL_ALGO", "Ring,"));
   CHECK(determinism::why_not_deterministic("NCCL_ALGO", ""));
 }
@@ -41,7 +44,7 @@ TEST_CASE("the single-value rules") {
   CHECK_FALSE(why_not_deterministic("CUBLAS_WORKSPACE_CONFIG", ":4096:8"));
   CHECK_FALSE(why_not_deterministic("CUBLAS_WORKSPACE_CONFIG", ":16:8"));
   CHECK_THAT(*why_not_deterministic("CUBLAS_WORKSPACE_CONFIG", ":0:0"),
-             Catch::StartsWith("CUBLAS_WORKSPACE_CONFIG=:0:0: "));
+             Catch::StartsWith("CUBLAS_WORKSPACE_CONFIG=:0:0, which is not a deterministic"));
   CHECK_FALSE(why_not_deterministic("TRITON_CACHE_AUTOTUNING", "0"));
   CHECK(why_not_deterministic("TRITON_CACHE_AUTOTUNING", "2"));
   CHECK_FALSE(why_not_deterministic("TRITON_PRINT_AUTOTUNING", "1"));
@@ -99,7 +102,8 @@ TEST_CASE("apply fills defaults, and fills nothing when a set value is invalid")
   CHECK(applied.filled.empty());
   CHECK(bad == Environment{{"NCCL_ALGO", "Tree"}});  // never replaced
   CHECK(check_of(applied.checks, "NCCL_ALGO").reason ==
-        "NCCL_ALGO=Tree: Tree's reduction order is not fixed");
+        "NCCL_ALGO=Tree, whose reduction order is not fixed (the chain order within a node is not "
+        "controllable and the tree between nodes can change from run to run)");
 }
 
 TEST_CASE("apply sets defaults in the process environment") {

@@ -34,13 +34,24 @@ const Rule* find_rule(std::string_view name);
 
 using Environment = std::map<std::string, std::string>;
 
+// A variable that changes a run's numbers but has no one deterministic value:
+// compared runs must agree on it (set it the same way, or leave it unset in
+// both). `dtrace env` lists these beside the rules; nothing validates them.
+struct Advisory {
+  std::string_view name;
+  std::string_view why;  // what it changes, for people
+};
+std::span<const Advisory> advisories();
+
 // The verdict on one variable.
 struct Check {
   std::string name;
   std::optional<std::string> value;  // in force: as set, or the default; nullopt: unset, no default
   bool defaulted = false;            // unset, so `value` is the default
   bool valid = true;
-  std::string reason;  // why not valid, e.g. "NCCL_ALGO=Tree: Tree's reduction order is not fixed"
+  // Why not valid, reading on from the assignment: "NCCL_ALGO=Tree, whose
+  // reduction order is not fixed (...)".
+  std::string reason;
 };
 
 // One Check per known variable, in rules() order. A variable counts as set when
@@ -70,7 +81,7 @@ Applied apply(Environment& env);
 // threads start: the process environment is not thread-safe.
 Applied apply();
 
-// The known variables set in this process's environment.
+// The known variables (rules and advisories) set in this process's environment.
 Environment process_environment();
 
 // The values in force, for a log header's "env" (DESIGN.md §3): every known

@@ -54,7 +54,9 @@ struct TensorView {
 // the variable and the value. An empty variable counts as unset. Combinations
 // that cannot mean anything are refused too: DTRACE_ISOLATE without
 // DTRACE_INPUTS, DTRACE_INPUTS or DTRACE_REPEAT > 1 without DTRACE_ISOLATE,
-// DTRACE_CAPTURE naming the DTRACE_INPUTS directory.
+// DTRACE_CAPTURE naming the DTRACE_INPUTS directory, a workflow variable
+// (DTRACE_RUN_DIR, DTRACE_STOP_AT, ...) in a replay, DTRACE_STOP_AT not after
+// DTRACE_RESUME_AT.
 struct ReplayRequest {
   std::optional<std::string> out;            // DTRACE_OUT
   std::optional<std::int64_t> step;          // DTRACE_REPLAY_STEP
@@ -64,6 +66,16 @@ struct ReplayRequest {
   std::optional<std::string> isolate;        // DTRACE_ISOLATE ("scope" or "scope::op")
   std::optional<std::string> inputs;         // DTRACE_INPUTS (a capture directory)
   int repeat = 1;                            // DTRACE_REPEAT
+  // dtrace's workflow extensions (man/dtrace.1: verify, tax), for a training run
+  // (refused with DTRACE_REPLAY_STEP or DTRACE_ISOLATE, except DTRACE_DETERMINISTIC):
+  std::optional<std::string> run_dir;         // DTRACE_RUN_DIR: the run directory, instead of
+                                              // RunOptions.run_dir (the recorder applies it)
+  std::optional<std::string> checkpoint_dir;  // DTRACE_CHECKPOINT_DIR: where checkpoints go
+  std::optional<std::int64_t> stop_at;        // DTRACE_STOP_AT=K: run the steps before K,
+                                              // checkpoint the start of step K, exit 0
+  std::optional<std::int64_t> resume_at;      // DTRACE_RESUME_AT=K: restore the checkpoint of
+                                              // step K, run from step K to the end
+  std::optional<bool> deterministic;          // DTRACE_DETERMINISTIC=1|0: deterministic or fast kernels
 
   static ReplayRequest from_environment();
   // The same from a given set of variables (tests, launchers that build an
@@ -80,7 +92,8 @@ struct ReplayRequest {
 };
 
 struct RunOptions {
-  std::string run_dir;     // a normal run: <run_dir>/rank<r>.jsonl (ignored when replaying)
+  std::string run_dir;     // a normal run: <run_dir>/rank<r>.jsonl (ignored when replaying;
+                           // DTRACE_RUN_DIR replaces it)
   std::string run_name;    // header "run"
   int rank = 0;
   int world_size = 1;

@@ -32,6 +32,10 @@ int run(int argc, char** argv) {
   add_hash(app, exit_status);
   add_show(app, exit_status);
   add_check(app, exit_status);
+  add_env(app, exit_status);
+  add_exec(app, exit_status);
+  add_verify(app, exit_status);
+  add_tax(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -16,7 +16,11 @@ struct Failure : std::runtime_error {
 void add_bisect(CLI::App& app, int& exit_status);
 void add_check(CLI::App& app, int& exit_status);
 void add_diff(CLI::App& app, int& exit_status);
+void add_env(CLI::App& app, int& exit_status);
+void add_exec(CLI::App& app, int& exit_status);
 void add_hash(CLI::App& app, int& exit_status);
 void add_show(CLI::App& app, int& exit_status);
+void add_tax(CLI::App& app, int& exit_status);
+void add_verify(CLI::App& app, int& exit_status);
 
 }  // namespace dtrace::cli

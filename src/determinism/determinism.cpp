@@ -1,6 +1,9 @@
 // The rules of DESIGN.md §6, one function per variable kind. Reasons say what
 // goes wrong, in a sentence a user acts on, because the diff report prints them
-// next to the header difference that most likely caused a divergence.
+// next to the header difference that most likely caused a divergence. Each
+// reads on from "NAME=VALUE" with a comma ("NCCL_ALGO=Tree, whose reduction
+// order is not fixed ..."), so `dtrace diff` can say "run B used " + reason and
+// `dtrace env` can print it alone.
 #include "dtrace/determinism.hpp"
 
 #include <algorithm>
@@ -23,11 +26,46 @@ constexpr std::array<Rule, 8> kRules{{
     {"CAUSAL_CONV1D_DETERMINISTIC", std::nullopt, "a value starting with 1"},
 }};
 
+// From the NCCL, cuBLAS, PyTorch and oneMKL documentation and NCCL's issue
+// tracker: each changes which reduction order or kernel a run gets, without a
+// value that is wrong in itself.
+constexpr std::array<Advisory, 11> kAdvisories{{
+    {"NCCL_PROTO",
+     "the protocol (Simple, LL, LL128) NCCL moves data with; NCCL picks one per message size "
+     "and topology unless pinned, and protocols split the data differently"},
+    {"NCCL_MIN_NCHANNELS",
+     "with NCCL_MAX_NCHANNELS, how many channels a collective's buffer is split over, which "
+     "decides each element's place in the ring and so its reduction order"},
+    {"NCCL_MAX_NCHANNELS", "see NCCL_MIN_NCHANNELS"},
+    {"NCCL_NVLS_ENABLE",
+     "0 turns off NVLink SHARP (NVLS), whose in-switch reductions NCCL's maintainers report "
+     "differ from call to call (NVIDIA/nccl#1497); NCCL_ALGO=^NVLS is the other way"},
+    {"NCCL_COLLNET_ENABLE", "1 lets the network (SHARP) do reductions, in the switch's order"},
+    {"NCCL_TOPO_FILE",
+     "a pinned topology pins the rings NCCL builds; without one, each start detects the "
+     "topology afresh, and a different detection reorders the reduction"},
+    {"CUBLASLT_WORKSPACE_SIZE",
+     "the cuBLASLt workspace PyTorch gives each matmul (KiB); its size limits which algorithm "
+     "cuBLASLt picks"},
+    {"NVIDIA_TF32_OVERRIDE",
+     "0 forbids TF32 in cuBLAS and cuDNN whatever the program asks: deterministic either way, "
+     "but not the same numbers"},
+    {"PYTHONHASHSEED",
+     "string hashing in Python; a program whose order of work follows set or dict iteration "
+     "over strings needs it fixed"},
+    {"OMP_NUM_THREADS",
+     "the CPU thread count, which splits CPU-side reductions (oneMKL reproduces results only "
+     "with a fixed thread count)"},
+    {"MKL_CBWR",
+     "oneMKL's conditional numerical reproducibility: set (e.g. COMPATIBLE, or AUTO,STRICT) "
+     "for results that do not depend on the CPU's code path"},
+}};
+
 constexpr std::array<std::string_view, 4> kFixedOrderAlgorithms{"Ring", "CollnetDirect",
                                                                 "CollnetChain", "^NVLS"};
 
 std::string prefix(std::string_view name, std::string_view value) {
-  return std::string(name) + "=" + std::string(value) + ": ";
+  return std::string(name) + "=" + std::string(value) + (value.empty() ? " (empty)" : "") + ", ";
 }
 
 bool equals_ignoring_case(std::string_view a, std::string_view b) {
@@ -39,19 +77,22 @@ bool equals_ignoring_case(std::string_view a, std::string_view b) {
 
 std::optional<std::string> check_nccl_algo(std::string_view value) {
   const std::string head = prefix("NCCL_ALGO", value);
-  if (value.empty()) return head + "empty, which leaves the choice to NCCL (it may pick Tree)";
+  if (value.empty()) return head + "which leaves the choice to NCCL (it may pick Tree)";
   std::size_t begin = 0;
   while (begin <= value.size()) {
     std::size_t end = value.find(',', begin);
     if (end == std::string_view::npos) end = value.size();
     const std::string_view algorithm = value.substr(begin, end - begin);
-    if (algorithm.empty()) return head + "an empty algorithm name in the list";
+    if (algorithm.empty()) return head + "which names an empty algorithm";
+    // A list naming Tree lets NCCL pick it, so the list is as bad as Tree alone.
     if (equals_ignoring_case(algorithm, "Tree")) {
-      return head + "Tree's reduction order is not fixed";
+      return head + (algorithm.size() == value.size() ? "" : "which allows Tree, ") +
+             "whose reduction order is not fixed (the chain order within a node is not "
+             "controllable and the tree between nodes can change from run to run)";
     }
     if (std::ranges::find(kFixedOrderAlgorithms, algorithm) == kFixedOrderAlgorithms.end()) {
-      return head + std::string(algorithm) +
-             " is not one of Ring, CollnetDirect, CollnetChain, ^NVLS (the algorithms whose "
+      return head + "which names " + std::string(algorithm) +
+             ", not one of Ring, CollnetDirect, CollnetChain, ^NVLS (the algorithms whose "
              "reduction order is fixed)";
     }
     begin = end + 1;
@@ -64,24 +105,26 @@ std::optional<std::string> check_single_value(std::string_view name, std::string
   if (name == "NVTE_ALLOW_NONDETERMINISTIC_ALGO") {
     if (value == "0") return std::nullopt;
     return prefix(name, value) +
-           "lets Transformer Engine choose non-deterministic algorithms (must be 0)";
+           "which lets Transformer Engine choose non-deterministic algorithms (must be 0)";
   }
   if (name == "CUBLAS_WORKSPACE_CONFIG") {
     if (value == ":4096:8" || value == ":16:8") return std::nullopt;
-    return prefix(name, value) + "not a deterministic cuBLAS workspace (:4096:8 or :16:8)";
+    return prefix(name, value) +
+           "which is not a deterministic cuBLAS workspace (:4096:8 or :16:8, which give each "
+           "stream a fixed workspace)";
   }
   if (name == "TRITON_CACHE_AUTOTUNING") {
     if (value == "0" || value == "1") return std::nullopt;
-    return prefix(name, value) + "not 0 or 1";
+    return prefix(name, value) + "which is not 0 or 1";
   }
   if (name == "TRITON_PRINT_AUTOTUNING") {
     if (value == "1") return std::nullopt;
-    return prefix(name, value) + "only 1 is accepted (or leave it unset)";
+    return prefix(name, value) + "which is not 1, the only value accepted (or leave it unset)";
   }
   if (name == "MAMBA_DETERMINISTIC" || name == "CAUSAL_CONV1D_DETERMINISTIC") {
     if (value.starts_with('1')) return std::nullopt;
     return prefix(name, value) +
-           "does not start with 1, which asks for the non-deterministic kernels";
+           "which does not start with 1 and so asks for the non-deterministic kernels";
   }
   return std::nullopt;
 }
@@ -95,8 +138,8 @@ std::optional<std::string> check_with_environment(std::string_view name, std::st
     auto dir = env.find("TRITON_CACHE_DIR");
     if (dir == env.end() || dir->second.empty()) {
       return prefix(name, value) +
-             "requires TRITON_CACHE_DIR (without it each node autotunes into its own cache "
-             "and ranks may pick different kernels)";
+             "which requires TRITON_CACHE_DIR (without it each node autotunes into its own "
+             "cache and ranks may pick different kernels)";
     }
   }
   return std::nullopt;
@@ -105,6 +148,8 @@ std::optional<std::string> check_with_environment(std::string_view name, std::st
 }  // namespace
 
 std::span<const Rule> rules() { return kRules; }
+
+std::span<const Advisory> advisories() { return kAdvisories; }
 
 const Rule* find_rule(std::string_view name) {
   auto it = std::ranges::find(kRules, name, &Rule::name);
@@ -171,10 +216,12 @@ Applied apply() {
 
 Environment process_environment() {
   Environment env;
-  for (const Rule& rule : kRules) {
-    const std::string name(rule.name);
+  auto read = [&env](std::string_view variable) {
+    const std::string name(variable);
     if (const char* value = std::getenv(name.c_str())) env.emplace(name, value);
-  }
+  };
+  for (const Rule& rule : kRules) read(rule.name);
+  for (const Advisory& advisory : kAdvisories) read(advisory.name);
   return env;
 }
 

@@ -6,7 +6,9 @@
 // each other's lines. Where the lines go is decided once, at open():
 //   DTRACE_OUT set               -> that file, shared by the process's ranks;
 //   otherwise, replaying         -> nowhere (the run directory is the user's);
-//   otherwise                    -> <run_dir>/rank<r>.jsonl, a new file.
+//   otherwise                    -> <run_dir>/rank<r>.jsonl, a new file, where
+//                                   DTRACE_RUN_DIR replaces run_dir (dtrace verify
+//                                   and tax place each run they start).
 #include "dtrace/recorder.hpp"
 
 #include <bit>
@@ -112,7 +114,7 @@ void check_options(const RunOptions& options, const ReplayRequest& request) {
     throw RecorderError("rank " + std::to_string(options.rank) + " is outside world_size " +
                         std::to_string(options.world_size));
   }
-  if (!request.out && !request.is_replay() && options.run_dir.empty()) {
+  if (!request.out && !request.is_replay() && options.run_dir.empty() && !request.run_dir) {
     throw RecorderError("no run directory given (RunOptions.run_dir) and no DTRACE_OUT");
   }
 }
@@ -265,8 +267,9 @@ class RankRecorder final : public Recorder {
 
  private:
   std::string rank_file(const RunOptions& options) const {
-    create_directory(options.run_dir, "run directory");
-    return (fs::path(options.run_dir) / ("rank" + std::to_string(rank_) + ".jsonl")).string();
+    const std::string& dir = request_.run_dir ? *request_.run_dir : options.run_dir;
+    create_directory(dir, request_.run_dir ? "DTRACE_RUN_DIR" : "run directory");
+    return (fs::path(dir) / ("rank" + std::to_string(rank_) + ".jsonl")).string();
   }
 
   static void create_directory(const std::string& dir, std::string_view what) {

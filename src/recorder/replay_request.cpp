@@ -22,6 +22,9 @@ using Variables = std::map<std::string, std::string>;
 constexpr const char* kVariables[] = {
     "DTRACE_OUT",     "DTRACE_REPLAY_STEP", "DTRACE_LEVEL",  "DTRACE_SCOPE",
     "DTRACE_CAPTURE", "DTRACE_ISOLATE",     "DTRACE_INPUTS", "DTRACE_REPEAT",
+    // dtrace's workflow extensions (dtrace verify, dtrace tax).
+    "DTRACE_RUN_DIR", "DTRACE_CHECKPOINT_DIR", "DTRACE_STOP_AT", "DTRACE_RESUME_AT",
+    "DTRACE_DETERMINISTIC",
 };
 
 constexpr std::string_view kIsolateSeparator = "::";
@@ -63,6 +66,49 @@ std::pair<std::string_view, std::string_view> split_isolate(std::string_view tex
   const std::size_t at = text.find(kIsolateSeparator);
   if (at == std::string_view::npos) return {text, {}};
   return {text.substr(0, at), text.substr(at + kIsolateSeparator.size())};
+}
+
+std::int64_t step_variable(const char* name, const std::string& text) {
+  auto step = parse_integer(text);
+  if (!step || *step < 1) reject(name, text, "not a step number (an integer >= 1)");
+  return *step;
+}
+
+// The variables dtrace verify and dtrace tax start a training run with. They
+// steer a training run, so a replay (which must not touch the run's directory
+// or checkpoints) refuses them; DTRACE_DETERMINISTIC alone is a property of the
+// configuration and may reach a replay through the environment.
+void read_workflow_variables(const Variables& variables, ReplayRequest& request) {
+  request.run_dir = lookup(variables, "DTRACE_RUN_DIR");
+  request.checkpoint_dir = lookup(variables, "DTRACE_CHECKPOINT_DIR");
+  if (auto text = lookup(variables, "DTRACE_STOP_AT")) {
+    request.stop_at = step_variable("DTRACE_STOP_AT", *text);
+  }
+  if (auto text = lookup(variables, "DTRACE_RESUME_AT")) {
+    request.resume_at = step_variable("DTRACE_RESUME_AT", *text);
+  }
+  if (auto text = lookup(variables, "DTRACE_DETERMINISTIC")) {
+    if (*text != "0" && *text != "1") {
+      reject("DTRACE_DETERMINISTIC", *text, "not 0 (fast kernels) or 1 (deterministic kernels)");
+    }
+    request.deterministic = *text == "1";
+  }
+  if (request.stop_at && request.resume_at && *request.stop_at <= *request.resume_at) {
+    reject("DTRACE_STOP_AT", std::to_string(*request.stop_at),
+           "not after DTRACE_RESUME_AT=" + std::to_string(*request.resume_at) +
+               " (a resumed run can only stop later than it starts)");
+  }
+  if (request.is_replay()) {
+    const char* replay = request.step ? "DTRACE_REPLAY_STEP" : "DTRACE_ISOLATE";
+    for (const char* name :
+         {"DTRACE_RUN_DIR", "DTRACE_CHECKPOINT_DIR", "DTRACE_STOP_AT", "DTRACE_RESUME_AT"}) {
+      if (auto text = lookup(variables, name)) {
+        reject(name, *text,
+               std::string("steers a training run; a replay (") + replay +
+                   ") never writes the run directory or checkpoints");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -121,6 +167,8 @@ ReplayRequest ReplayRequest::from_variables(const Variables& variables) {
     reject("DTRACE_REPEAT", std::to_string(request.repeat),
            "only meaningful with DTRACE_ISOLATE (repetitions re-run an isolated scope)");
   }
+
+  read_workflow_variables(variables, request);
 
   if (request.capture && request.inputs &&
       normal_path(*request.capture) == normal_path(*request.inputs)) {

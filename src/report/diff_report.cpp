@@ -103,11 +103,15 @@ std::string diff_to_text(const diff::Report& r) {
         << json_text(d.b) << "\n";
     }
   }
+  // The rules' reasons read on from the assignment ("NCCL_ALGO=Tree, whose
+  // reduction order is not fixed"), so the warning is the reason itself.
   for (const auto& f : r.env_flags) {
-    std::string why = f.reason;
-    const std::string prefix = f.key + "=" + f.value + ": ";
-    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
-    o << "warning: run " << f.run << " used " << f.key << "=" << f.value << ": " << why << "\n";
+    o << "warning: run " << f.run << " used ";
+    if (f.reason.starts_with(f.key + "=" + f.value)) {
+      o << f.reason << "\n";
+    } else {
+      o << f.key << "=" << f.value << ": " << f.reason << "\n";
+    }
   }
   if (!r.notes.empty()) {
     o << "notes:\n";

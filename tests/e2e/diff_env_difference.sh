@@ -10,8 +10,9 @@ json_true '{"section": "config", "key": "optim.lr", "a": 0.001, "b": 0.002} in d
 json_true 'len(d["header_differences"]) == 2'
 # Tree is not deterministic (DESIGN.md §6): run B's value is flagged, run A's Ring is not.
 json_true '[(f["run"], f["key"], f["value"]) for f in d["env_flags"]] == [("B", "NCCL_ALGO", "Tree")]'
+json_true 'd["env_flags"][0]["reason"].startswith("NCCL_ALGO=Tree, whose reduction order is not fixed")'
 
 run_dtrace 0 diff "$D/a" "$D/b"
 out_has "env NCCL_ALGO: A Ring, B Tree"
 out_has "config optim.lr: A 0.001, B 0.002"
-out_has "warning: run B used NCCL_ALGO=Tree"
+out_has "warning: run B used NCCL_ALGO=Tree, whose reduction order is not fixed"

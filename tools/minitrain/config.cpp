@@ -39,6 +39,27 @@ void validate(const Config& c, bool replaying) {
     throw Error("--nondet allreduce-arrival needs --ranks 3 or more (two-term sums commute)");
   }
   if (!replaying && c.out.empty()) throw Error("--out DIR is required");
+  if (c.stop_at) {
+    if (c.checkpoint_dir.empty()) {
+      throw Error("DTRACE_STOP_AT needs a checkpoint directory (--checkpoint-dir or "
+                  "DTRACE_CHECKPOINT_DIR) for the checkpoint it stops with");
+    }
+    if (*c.stop_at >= c.steps) {
+      throw Error("DTRACE_STOP_AT=" + std::to_string(*c.stop_at) + ": the run has only " +
+                  std::to_string(c.steps) + " steps (--steps); stop before the last");
+    }
+  }
+}
+
+void apply_workflow_request(Config& c, const dtrace::ReplayRequest& request) {
+  if (request.run_dir) c.out = *request.run_dir;
+  if (request.checkpoint_dir) c.checkpoint_dir = *request.checkpoint_dir;
+  if (request.resume_at) {
+    c.resume = true;
+    c.resume_step = *request.resume_at;
+  }
+  c.stop_at = request.stop_at;
+  if (request.deterministic) c.fast_kernels = !*request.deterministic;
 }
 
 std::string config_json(const Config& c) {
@@ -61,6 +82,8 @@ std::string config_json(const Config& c) {
   j["nondet"] = planted_name(c.planted);
   if (c.chaos_seed) j["chaos_seed"] = *c.chaos_seed;
   j["deterministic_mode"] = c.deterministic_mode;
+  if (c.fast_kernels) j["fast_kernels"] = true;
+  if (c.stop_at) j["stop_at"] = *c.stop_at;
   j["corpus"] = fs::path(c.corpus).filename().string();
   return j.dump();
 }
@@ -115,6 +138,7 @@ std::vector<std::string> replay_argv(const Config& c, const std::string& executa
     argv.insert(argv.end(), {"--nondet", std::string(planted_name(c.planted))});
   if (c.chaos_seed) argv.insert(argv.end(), {"--chaos-seed", num(*c.chaos_seed)});
   argv.push_back(c.deterministic_mode ? "--deterministic-mode" : "--no-deterministic-mode");
+  if (c.fast_kernels) argv.push_back("--fast-kernels");
   return argv;
 }
 

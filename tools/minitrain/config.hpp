@@ -30,7 +30,20 @@ struct Config {
   std::optional<std::uint64_t> chaos_seed;
   std::string corpus;
   bool deterministic_mode = true;
+  // Fast kernels: the unordered split-K GEMM and atomic-style bias gradients in
+  // every layer (the planted splitk and atomic-bias-grad kernels everywhere),
+  // the mode `dtrace tax` compares against (DTRACE_DETERMINISTIC=0).
+  bool fast_kernels = false;
+  // DTRACE_STOP_AT=K: run the steps before K, checkpoint the start of step K, stop.
+  std::optional<std::int64_t> stop_at;
 };
+
+// dtrace's workflow variables (man/dtrace.1: verify, tax) turned into the
+// configuration they stand for, so the header's config and replay argv say
+// what actually ran: DTRACE_RUN_DIR is --out, DTRACE_CHECKPOINT_DIR is
+// --checkpoint-dir, DTRACE_RESUME_AT=K is --resume --resume-step K,
+// DTRACE_DETERMINISTIC=0 is --fast-kernels (1 turns them off).
+void apply_workflow_request(Config& config, const dtrace::ReplayRequest& request);
 
 // Throws Error when flags contradict each other or the model cannot be built.
 // `replaying`: started under DTRACE_REPLAY_STEP or DTRACE_ISOLATE (no --out needed).

@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
   app.add_flag("--deterministic-mode,!--no-deterministic-mode", config.deterministic_mode,
                "apply and record the deterministic environment (default on)");
+  app.add_flag("--fast-kernels", config.fast_kernels,
+               "unordered split-K and bias-gradient kernels in every layer (not deterministic)");
 
   try {
     app.parse(argc, argv);
@@ -146,6 +148,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     const auto request = dtrace::ReplayRequest::from_environment();
+    minitrain::apply_workflow_request(config, request);
     minitrain::validate(config, request.is_replay());
     const auto env = environment(config.deterministic_mode);
     const auto result = minitrain::run(config, executable_path(argv[0]), request, env);

@@ -316,7 +316,7 @@ void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::
   Arg g = param("g", p, blk.ln2_g), b = param("b", p, blk.ln2_b), w1 = param("w", p, blk.w_fc1),
       b1 = param("b", p, blk.b_fc1), w2 = param("w", p, blk.w_fc2), b2 = param("b", p, blk.b_fc2);
   auto f = [](const Arg& a) { return static_cast<const float*>(a.data); };
-  const bool splitk = planted.planted == Planted::splitk && l == 0;
+  const bool splitk = (planted.planted == Planted::splitk && l == 0) || planted.fast_kernels;
   trace.layer("mlp",
               {arg("x", x), param("ln2.g", p, blk.ln2_g), param("ln2.b", p, blk.ln2_b),
                param("w_fc1", p, blk.w_fc1), param("b_fc1", p, blk.b_fc1),
@@ -416,7 +416,9 @@ void Model::mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>
   Arg dg = param("dg", g, blk.ln2_g), dlb = param("db", g, blk.ln2_b),
       dw1 = param("dw", g, blk.w_fc1), db1 = param("db", g, blk.b_fc1),
       dw2 = param("dw", g, blk.w_fc2), db2 = param("db", g, blk.b_fc2);
-  const bool atomic = planted.planted == Planted::atomic_bias_grad && l == shape_.n_layer - 1;
+  const bool atomic =
+      (planted.planted == Planted::atomic_bias_grad && l == shape_.n_layer - 1) ||
+      planted.fast_kernels;
   trace.layer(
       "mlp",
       {arg("dy", dy), arg("x", x), arg("ln_out", a.ln_out), arg("ln_mean", a.ln_mean),

@@ -96,6 +96,7 @@ void init_params(const Layout& layout, std::uint64_t seed, std::vector<float>& p
 // Everything planted kernels on one rank draw from.
 struct PlantedState {
   Planted planted = Planted::none;
+  bool fast_kernels = false;  // --fast-kernels: splitk and atomic-bias-grad in every layer
   std::uint64_t chaos_base = 0;
   int rank = 0;
   Chaos chaos;

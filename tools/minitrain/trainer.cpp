@@ -199,6 +199,13 @@ class Session {
     }
     first_recorded_ = start_.step;
     end_ = c.steps;
+    if (c.stop_at) {
+      if (*c.stop_at <= start_.step) {
+        throw Error("DTRACE_STOP_AT=" + std::to_string(*c.stop_at) +
+                    ": this run starts at step " + std::to_string(start_.step));
+      }
+      end_ = *c.stop_at;
+    }
   }
 
   void guarded_rank_main(int rank) {
@@ -238,6 +245,7 @@ class Session {
     self = &r;
     r.trace = Trace(r.recorder.get(), isolation_, on_repetition);
     r.planted.planted = config_.planted;
+    r.planted.fast_kernels = config_.fast_kernels;
     r.planted.chaos_base = chaos_base_;
     r.planted.rank = rank;
     rngs_[static_cast<std::size_t>(rank)] = &r.rng;
@@ -257,7 +265,8 @@ class Session {
 
   void maybe_checkpoint(Rank& r, std::int64_t next) {
     const std::int64_t k = config_.checkpoint_every;
-    if (k <= 0 || next % k != 0 || next >= config_.steps) return;
+    const bool stopping = config_.stop_at && next == *config_.stop_at;
+    if (!stopping && (k <= 0 || next % k != 0 || next >= config_.steps)) return;
     comm_.barrier();
     if (r.rank == 0) {
       TrainState state;
