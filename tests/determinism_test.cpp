@@ -132,3 +132,19 @@ TEST_CASE("the rule table knows its variables") {
   CHECK(determinism::find_rule("TRITON_CACHE_DIR") != nullptr);
   CHECK(determinism::find_rule("PATH") == nullptr);
 }
+
+TEST_CASE("advisories: listed, read from the process, never validated") {
+  REQUIRE_FALSE(determinism::advisories().empty());
+  for (const auto& advisory : determinism::advisories()) {
+    CHECK_FALSE(advisory.why.empty());
+    CHECK(determinism::find_rule(advisory.name) == nullptr);  // no variable is both
+  }
+  ::setenv("NCCL_PROTO", "LL128", 1);
+  const auto env = determinism::process_environment();
+  ::unsetenv("NCCL_PROTO");
+  CHECK(env.at("NCCL_PROTO") == "LL128");
+  const auto checks = determinism::validate(env);
+  CHECK(determinism::all_valid(checks));
+  CHECK(checks.size() == determinism::rules().size());
+  for (const auto& [name, value] : determinism::header_env(checks)) CHECK(name != "NCCL_PROTO");
+}

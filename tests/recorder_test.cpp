@@ -244,6 +244,22 @@ TEST_CASE("recorders opened one after another in a process share DTRACE_OUT and 
   CHECK(run.step(1, 0).status == StepStatus::complete);
 }
 
+TEST_CASE("DTRACE_RUN_DIR replaces the run directory of a training run") {
+  TempDir dir;
+  const std::vector<float> x{1.0f, 2.0f, 3.0f, 4.0f};
+  {
+    auto recorder =
+        Recorder::open(options_for(dir / "own"), request_from({{"DTRACE_RUN_DIR", dir / "arm1"}}));
+    record_step(*recorder, 0, x);
+  }
+  CHECK_FALSE(fs::exists(dir / "own"));
+  CHECK(read_run(dir / "arm1").steps.size() == 1);
+  // A program that names no run directory of its own may rely on it.
+  auto options = options_for("");
+  CHECK_NOTHROW(Recorder::open(options, request_from({{"DTRACE_RUN_DIR", dir / "arm2"}})));
+  CHECK_THROWS_AS(Recorder::open(options, ReplayRequest{}), RecorderError);
+}
+
 TEST_CASE("a replay without DTRACE_OUT writes no log and never the run directory") {
   TempDir dir;
   {

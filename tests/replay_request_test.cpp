@@ -98,6 +98,42 @@ TEST_CASE("a bad value is an error naming the variable and the value") {
   CHECK_THROWS_AS(parse({{"DTRACE_LEVEL", "fine"}}), RecorderError);
 }
 
+TEST_CASE("the workflow variables (dtrace verify, tax) are read for a training run") {
+  const auto request = parse({{"DTRACE_RUN_DIR", "/tmp/arms/arm1"},
+                              {"DTRACE_CHECKPOINT_DIR", "/tmp/arms/ck"},
+                              {"DTRACE_STOP_AT", "4"},
+                              {"DTRACE_RESUME_AT", "2"},
+                              {"DTRACE_DETERMINISTIC", "0"}});
+  CHECK(request.run_dir == "/tmp/arms/arm1");
+  CHECK(request.checkpoint_dir == "/tmp/arms/ck");
+  CHECK(request.stop_at == 4);
+  CHECK(request.resume_at == 2);
+  CHECK(request.deterministic == false);
+  CHECK_FALSE(request.is_replay());
+  CHECK(parse({{"DTRACE_DETERMINISTIC", "1"}}).deterministic == true);
+  CHECK_FALSE(parse({{"DTRACE_DETERMINISTIC", ""}}).deterministic);
+  // DTRACE_DETERMINISTIC is the configuration's, so a replay may inherit it.
+  CHECK(parse({{"DTRACE_REPLAY_STEP", "3"}, {"DTRACE_DETERMINISTIC", "1"}}).deterministic == true);
+}
+
+TEST_CASE("a bad workflow variable is an error naming the variable and the value") {
+  using Catch::Contains;
+  CHECK_THROWS_WITH(parse({{"DTRACE_STOP_AT", "0"}}), Contains("DTRACE_STOP_AT=0"));
+  CHECK_THROWS_WITH(parse({{"DTRACE_STOP_AT", "two"}}), Contains("DTRACE_STOP_AT=two"));
+  CHECK_THROWS_WITH(parse({{"DTRACE_RESUME_AT", "-3"}}), Contains("DTRACE_RESUME_AT=-3"));
+  CHECK_THROWS_WITH(parse({{"DTRACE_DETERMINISTIC", "yes"}}),
+                    Contains("DTRACE_DETERMINISTIC=yes") && Contains("0 (fast kernels)"));
+  CHECK_THROWS_WITH(parse({{"DTRACE_STOP_AT", "2"}, {"DTRACE_RESUME_AT", "2"}}),
+                    Contains("DTRACE_STOP_AT=2") && Contains("DTRACE_RESUME_AT=2"));
+  // A replay never writes the run directory or checkpoints.
+  CHECK_THROWS_WITH(parse({{"DTRACE_REPLAY_STEP", "3"}, {"DTRACE_RUN_DIR", "/tmp/r"}}),
+                    Contains("DTRACE_RUN_DIR=/tmp/r") && Contains("DTRACE_REPLAY_STEP"));
+  CHECK_THROWS_WITH(parse({{"DTRACE_ISOLATE", "fwd"},
+                           {"DTRACE_INPUTS", "/tmp/c"},
+                           {"DTRACE_STOP_AT", "3"}}),
+                    Contains("DTRACE_STOP_AT=3") && Contains("DTRACE_ISOLATE"));
+}
+
 TEST_CASE("from_environment reads the process environment") {
   ::setenv("DTRACE_LEVEL", "layer", 1);
   ::setenv("DTRACE_REPLAY_STEP", "3", 1);

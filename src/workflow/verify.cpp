@@ -69,7 +69,9 @@ Result<Trial> run_to_run(const std::vector<std::string>& argv, const std::string
 // An uninterrupted arm, one stopped at K (DTRACE_STOP_AT) and one resumed
 // from the stopped arm's checkpoint (DTRACE_RESUME_AT). The stopped arm must
 // match the uninterrupted one before K, the resumed one from K on: together
-// they are the run a job interrupted at K would have produced.
+// they are the run a job interrupted at K would have produced. Each arm is
+// checked as soon as it ends, so a workload that ignores a variable is named
+// for it rather than failing later for want of a checkpoint.
 Result<Trial> checkpoint_resume(const std::vector<std::string>& argv, const std::string& prefix,
                                 std::int64_t k, const VerifyOptions& options,
                                 const Workspace& workspace, const Progress& progress) {
@@ -77,27 +79,31 @@ Result<Trial> checkpoint_resume(const std::vector<std::string>& argv, const std:
   trial.argv = argv;
   const std::string at = std::to_string(k);
   const std::string handed_on = prefix + "stop-resume";
-  for (const ArmPlan& plan :
-       {workspace.plan(prefix + "full", argv, prefix + "full"),
-        workspace.plan(prefix + "stopped", argv, handed_on, {{"DTRACE_STOP_AT", at}}),
-        workspace.plan(prefix + "resumed", argv, handed_on, {{"DTRACE_RESUME_AT", at}})}) {
-    auto arm = start(plan, options, progress);
-    if (!arm) return arm.error();
-    trial.arms.push_back(std::move(*arm));
-  }
-  const Arm &full = trial.arms[0], &stopped = trial.arms[1], &resumed = trial.arms[2];
-  auto before = compare(full, stopped, "before the stop at step " + at);
+  auto full = start(workspace.plan(prefix + "full", argv, prefix + "full"), options, progress);
+  if (!full) return full.error();
+  trial.arms.push_back(std::move(*full));
+
+  auto stopped = start(workspace.plan(prefix + "stopped", argv, handed_on, {{"DTRACE_STOP_AT", at}}),
+                       options, progress);
+  if (!stopped) return stopped.error();
+  trial.arms.push_back(std::move(*stopped));
+  auto before = compare(trial.arms[0], trial.arms[1], "before the stop at step " + at);
   if (!before) return before.error();
   if (before->report.compared.last_step >= k) {
-    return Error{"arm " + stopped.plan.label + " ran step " +
+    return Error{"arm " + trial.arms[1].plan.label + " ran step " +
                  std::to_string(before->report.compared.last_step) +
                  ": the workload does not honour DTRACE_STOP_AT=" + at +
                  " (run the steps before " + at + ", checkpoint, exit)"};
   }
-  auto after = compare(full, resumed, "resumed at step " + at);
+
+  auto resumed = start(workspace.plan(prefix + "resumed", argv, handed_on, {{"DTRACE_RESUME_AT", at}}),
+                       options, progress);
+  if (!resumed) return resumed.error();
+  trial.arms.push_back(std::move(*resumed));
+  auto after = compare(trial.arms[0], trial.arms[2], "resumed at step " + at);
   if (!after) return after.error();
   if (after->report.compared.first_step < k) {
-    return Error{"arm " + resumed.plan.label + " ran step " +
+    return Error{"arm " + trial.arms[2].plan.label + " ran step " +
                  std::to_string(after->report.compared.first_step) +
                  ": the workload does not honour DTRACE_RESUME_AT=" + at +
                  " (restore the checkpoint of step " + at + " and go on from there)"};
