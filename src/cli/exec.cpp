@@ -3,11 +3,12 @@
 // (same pid, stdin, stdout), its exit status ours. A set but invalid value is
 // refused without running CMD, because a run started that way is not
 // deterministic and nothing downstream would say so.
+#include "replay/exec.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
 #include "dtrace/determinism.hpp"
-#include "replay/exec.hpp"
 
 namespace dtrace::cli {
 
@@ -35,9 +36,10 @@ void add_exec(CLI::App& app, int& exit_status) {
       for (const auto& check : applied.checks) {
         if (!check.valid) spdlog::error("{}", check.reason);
       }
-      spdlog::error("not running {}: the environment is not deterministic (fix or unset the "
-                    "variables above)",
-                    command->front());
+      spdlog::error(
+          "not running {}: the environment is not deterministic (fix or unset the "
+          "variables above)",
+          command->front());
       exit_status = kExitRefused;
       return;
     }

@@ -1,4 +1,6 @@
 // `dtrace tax [--arms N] [--json] -- CMD ARGS`.
+#include "workflow/tax.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -6,7 +8,6 @@
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "report/tax_report.hpp"
-#include "workflow/tax.hpp"
 
 namespace dtrace::cli {
 

@@ -1,4 +1,6 @@
 // `dtrace verify [--arms N] [--resume-at K] [--control 'ARGV'] [--json] -- CMD ARGS`.
+#include "workflow/verify.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -7,7 +9,6 @@
 #include "cli/commands.hpp"
 #include "replay/runner.hpp"
 #include "report/verify_report.hpp"
-#include "workflow/verify.hpp"
 
 namespace dtrace::cli {
 

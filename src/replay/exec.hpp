@@ -9,7 +9,7 @@
 namespace dtrace::replay {
 
 struct ExecFailure {
-  std::string message;  // "cannot run CMD: No such file or directory"
+  std::string message;     // "cannot run CMD: No such file or directory"
   bool not_found = false;  // the command does not exist (shells say 127), else 126
 };
 

@@ -17,8 +17,9 @@ std::string state_of(const determinism::Check& check) {
 }
 
 std::string shell_quoted(const std::string& value) {
-  if (!value.empty() && value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                "0123456789-_./:,+@%^") == std::string::npos) {
+  if (!value.empty() &&
+      value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                              "0123456789-_./:,+@%^") == std::string::npos) {
     return value;
   }
   std::string out = "'";
@@ -45,8 +46,8 @@ std::string env_to_text(const determinism::Environment& env) {
   for (const auto& check : checks) {
     const auto* rule = determinism::find_rule(check.name);
     o << "  " << std::left << std::setw(static_cast<int>(width)) << check.name << std::setw(12)
-      << (check.value ? *check.value : std::string("-")) << " " << std::setw(8)
-      << state_of(check) << " accepts: " << rule->accepted << "\n";
+      << (check.value ? *check.value : std::string("-")) << " " << std::setw(8) << state_of(check)
+      << " accepts: " << rule->accepted << "\n";
   }
   const auto invalid = std::ranges::count_if(checks, [](const auto& c) { return !c.valid; });
   for (const auto& check : checks) {
@@ -74,22 +75,23 @@ nlohmann::json env_to_json(const determinism::Environment& env) {
   nlohmann::json variables = nlohmann::json::array();
   for (const auto& check : checks) {
     const auto* rule = determinism::find_rule(check.name);
-    nlohmann::json v = {{"name", check.name},
-                        {"value", check.value ? nlohmann::json(*check.value) : nlohmann::json()},
-                        {"state", check.valid ? state_of(check) : (check.value ? "set" : "unset")},
-                        {"valid", check.valid},
-                        {"accepts", rule->accepted},
-                        {"default", rule->default_value ? nlohmann::json(*rule->default_value)
-                                                        : nlohmann::json()}};
+    nlohmann::json v = {
+        {"name", check.name},
+        {"value", check.value ? nlohmann::json(*check.value) : nlohmann::json()},
+        {"state", check.valid ? state_of(check) : (check.value ? "set" : "unset")},
+        {"valid", check.valid},
+        {"accepts", rule->accepted},
+        {"default", rule->default_value ? nlohmann::json(*rule->default_value) : nlohmann::json()}};
     if (!check.valid) v["reason"] = check.reason;
     variables.push_back(std::move(v));
   }
   nlohmann::json advisories = nlohmann::json::array();
   for (const auto& advisory : determinism::advisories()) {
     auto it = env.find(std::string(advisory.name));
-    advisories.push_back({{"name", advisory.name},
-                          {"value", it == env.end() ? nlohmann::json() : nlohmann::json(it->second)},
-                          {"why", advisory.why}});
+    advisories.push_back(
+        {{"name", advisory.name},
+         {"value", it == env.end() ? nlohmann::json() : nlohmann::json(it->second)},
+         {"why", advisory.why}});
   }
   const bool valid = determinism::all_valid(checks);
   nlohmann::json exports = nlohmann::json::object();

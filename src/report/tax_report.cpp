@@ -34,8 +34,9 @@ std::string format(const char* pattern, double value) {
 std::string ms(double seconds) { return format("%.3f ms", seconds * 1000.0); }
 
 std::string mode_line(const ModeTiming& m) {
-  std::string line = "  " + m.mode + std::string(15 - std::min<std::size_t>(m.mode.size(), 14), ' ') +
-                     "median " + ms(m.median) + "  IQR " + ms(m.p25) + " - " + ms(m.p75);
+  std::string line = "  " + m.mode +
+                     std::string(15 - std::min<std::size_t>(m.mode.size(), 14), ' ') + "median " +
+                     ms(m.median) + "  IQR " + ms(m.p25) + " - " + ms(m.p75);
   if (m.median > 0) line += " (" + format("%.1f", (m.p75 - m.p25) / m.median * 100.0) + "%)";
   line += "  arm medians";
   for (double arm : m.arm_medians) line += " " + ms(arm);
@@ -53,7 +54,8 @@ std::string identical_text(const std::optional<bool>& identical) {
 nlohmann::json tax_to_json(const workflow::TaxReport& r) {
   nlohmann::json arms = nlohmann::json::array();
   for (const auto& arm : r.arms) {
-    arms.push_back({{"label", arm.plan.label}, {"run", arm.plan.run_dir}, {"seconds", arm.seconds}});
+    arms.push_back(
+        {{"label", arm.plan.label}, {"run", arm.plan.run_dir}, {"seconds", arm.seconds}});
   }
   return {{"deterministic", mode_json(r.deterministic)},
           {"fast", mode_json(r.fast)},

@@ -124,8 +124,8 @@ std::string verify_to_text(const Certificate& c) {
   o << "  level:    " << c.level << ", world size " << c.world_size << "\n";
   o << "  compared: " << steps_text(c.workload.compared) << "\n";
   for (const Comparison& comparison : c.workload.comparisons) {
-    o << "    " << comparison.a << " vs " << comparison.b << " (" << comparison.what << "): "
-      << (comparison.report.diverged() ? "diverged" : "identical") << ", "
+    o << "    " << comparison.a << " vs " << comparison.b << " (" << comparison.what
+      << "): " << (comparison.report.diverged() ? "diverged" : "identical") << ", "
       << steps_text(comparison.report.compared) << "\n";
   }
   if (const Comparison* first = c.workload.first_divergence()) {
@@ -145,8 +145,8 @@ std::string verify_to_text(const Certificate& c) {
   for (const auto& note : c.notes) o << "  note: " << note << "\n";
   if (!c.workload.identical()) {
     if (const Comparison* first = c.workload.first_divergence(); first && !c.kept.empty()) {
-      o << "trace it: dtrace diff " << c.kept << "/" << first->a << " " << c.kept << "/"
-        << first->b << ", then dtrace bisect --trust\n";
+      o << "trace it: dtrace diff " << c.kept << "/" << first->a << " " << c.kept << "/" << first->b
+        << ", then dtrace bisect --trust\n";
     } else {
       o << "trace it: run again with --keep DIR, then dtrace diff and dtrace bisect on two arms\n";
     }

@@ -46,14 +46,16 @@ Result<std::unique_ptr<Workspace>> Workspace::create(const std::string& keep) {
   }
   std::error_code ec;
   if (fs::exists(keep, ec)) {
-    return Error{"--keep " + keep + ": exists; give a new directory (arms of an earlier run "
+    return Error{"--keep " + keep +
+                 ": exists; give a new directory (arms of an earlier run "
                  "must not mix in)"};
   }
   if (!fs::create_directories(keep, ec) || ec) {
     return Error{"--keep " + keep + ": cannot create directory" +
                  (ec ? ": " + ec.message() : std::string())};
   }
-  return std::unique_ptr<Workspace>(new Workspace(fs::absolute(keep).lexically_normal().string(), true));
+  return std::unique_ptr<Workspace>(
+      new Workspace(fs::absolute(keep).lexically_normal().string(), true));
 }
 
 Workspace::~Workspace() {

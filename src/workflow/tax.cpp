@@ -75,7 +75,8 @@ Result<std::vector<double>> step_times(const std::string& run) {
     }
   }
   if (slowest.empty()) {
-    return Error{run + ": no step time: the workload must write a record with \"io\":\"timing\" "
+    return Error{run +
+                 ": no step time: the workload must write a record with \"io\":\"timing\" "
                  "named step_seconds (seconds) in every step"};
   }
   std::vector<double> times;
@@ -102,8 +103,9 @@ Result<TaxReport> measure_tax(const TaxOptions& options, const Progress& progres
     for (const bool deterministic : {deterministic_first, !deterministic_first}) {
       ModeTiming& mode = deterministic ? report.deterministic : report.fast;
       const std::string label = mode.mode + "." + std::to_string(i);
-      const ArmPlan plan = (*workspace)->plan(label, options.command, label,
-                                              {{"DTRACE_DETERMINISTIC", deterministic ? "1" : "0"}});
+      const ArmPlan plan = (*workspace)
+                               ->plan(label, options.command, label,
+                                      {{"DTRACE_DETERMINISTIC", deterministic ? "1" : "0"}});
       if (progress) progress(plan, nullptr);
       auto arm = run_arm(plan, options.timeout_s);
       if (!arm) return arm.error();
@@ -122,8 +124,8 @@ Result<TaxReport> measure_tax(const TaxOptions& options, const Progress& progres
   if (report.fast.median > 0) {
     report.overhead_percent = (report.deterministic.median / report.fast.median - 1.0) * 100.0;
   }
-  report.within_noise = report.deterministic.p25 <= report.fast.p75 &&
-                        report.fast.p25 <= report.deterministic.p75;
+  report.within_noise =
+      report.deterministic.p25 <= report.fast.p75 && report.fast.p25 <= report.deterministic.p75;
   auto same = arms_identical(deterministic_arms);
   if (!same) return same.error();
   report.deterministic_identical = *same;
@@ -131,12 +133,14 @@ Result<TaxReport> measure_tax(const TaxOptions& options, const Progress& progres
   if (!same) return same.error();
   report.fast_identical = *same;
   if (report.deterministic_identical == false) {
-    report.notes.push_back("the deterministic arms diverged: what was timed is not deterministic "
-                           "(dtrace verify -- CMD finds where)");
+    report.notes.push_back(
+        "the deterministic arms diverged: what was timed is not deterministic "
+        "(dtrace verify -- CMD finds where)");
   }
   if (report.fast_identical == true) {
-    report.notes.push_back("the fast arms were bit-identical too: the workload may ignore "
-                           "DTRACE_DETERMINISTIC=0, or its fast kernels happen to agree");
+    report.notes.push_back(
+        "the fast arms were bit-identical too: the workload may ignore "
+        "DTRACE_DETERMINISTIC=0, or its fast kernels happen to agree");
   }
   return report;
 }

@@ -17,8 +17,8 @@ namespace dtrace::workflow {
 
 struct TaxOptions {
   std::vector<std::string> command;
-  int arms = 3;       // per mode
-  std::string keep;   // keep the arms in this new directory
+  int arms = 3;      // per mode
+  std::string keep;  // keep the arms in this new directory
   double timeout_s = 1e9;
 };
 
@@ -26,9 +26,9 @@ struct TaxOptions {
 // step ends for everyone when the last rank is done); each arm's first step
 // is left out when the arm has more (start-up: caches, allocation, autotuning).
 struct ModeTiming {
-  std::string mode;                 // "deterministic" or "fast"
-  std::vector<double> step_seconds; // every timed step of every arm of the mode
-  std::vector<double> arm_medians;  // per arm, in run order
+  std::string mode;                  // "deterministic" or "fast"
+  std::vector<double> step_seconds;  // every timed step of every arm of the mode
+  std::vector<double> arm_medians;   // per arm, in run order
   double median = 0, p25 = 0, p75 = 0;
 };
 

@@ -83,8 +83,9 @@ Result<Trial> checkpoint_resume(const std::vector<std::string>& argv, const std:
   if (!full) return full.error();
   trial.arms.push_back(std::move(*full));
 
-  auto stopped = start(workspace.plan(prefix + "stopped", argv, handed_on, {{"DTRACE_STOP_AT", at}}),
-                       options, progress);
+  auto stopped =
+      start(workspace.plan(prefix + "stopped", argv, handed_on, {{"DTRACE_STOP_AT", at}}), options,
+            progress);
   if (!stopped) return stopped.error();
   trial.arms.push_back(std::move(*stopped));
   auto before = compare(trial.arms[0], trial.arms[1], "before the stop at step " + at);
@@ -92,12 +93,13 @@ Result<Trial> checkpoint_resume(const std::vector<std::string>& argv, const std:
   if (before->report.compared.last_step >= k) {
     return Error{"arm " + trial.arms[1].plan.label + " ran step " +
                  std::to_string(before->report.compared.last_step) +
-                 ": the workload does not honour DTRACE_STOP_AT=" + at +
-                 " (run the steps before " + at + ", checkpoint, exit)"};
+                 ": the workload does not honour DTRACE_STOP_AT=" + at + " (run the steps before " +
+                 at + ", checkpoint, exit)"};
   }
 
-  auto resumed = start(workspace.plan(prefix + "resumed", argv, handed_on, {{"DTRACE_RESUME_AT", at}}),
-                       options, progress);
+  auto resumed =
+      start(workspace.plan(prefix + "resumed", argv, handed_on, {{"DTRACE_RESUME_AT", at}}),
+            options, progress);
   if (!resumed) return resumed.error();
   trial.arms.push_back(std::move(*resumed));
   auto after = compare(trial.arms[0], trial.arms[2], "resumed at step " + at);
@@ -149,7 +151,8 @@ bool Trial::identical() const {
 const Comparison* Trial::first_divergence() const {
   const Comparison* first = nullptr;
   for (const Comparison& c : comparisons) {
-    if (c.report.diverged() && (first == nullptr || c.report.first->step < first->report.first->step)) {
+    if (c.report.diverged() &&
+        (first == nullptr || c.report.first->step < first->report.first->step)) {
       first = &c;
     }
   }
@@ -170,13 +173,13 @@ Result<Certificate> verify(const VerifyOptions& options, const Progress& progres
   certificate.resume_at = options.resume_at;
   if ((*workspace)->kept()) certificate.kept = (*workspace)->path();
 
-  auto workload = run_trial(options.command, options.resume_at ? "" : "arm", options, **workspace,
-                            progress);
+  auto workload =
+      run_trial(options.command, options.resume_at ? "" : "arm", options, **workspace, progress);
   if (!workload) return workload.error();
   certificate.workload = std::move(*workload);
   if (!options.control.empty()) {
-    auto control = run_trial(options.control, options.resume_at ? "control-" : "control",
-                             options, **workspace, progress);
+    auto control = run_trial(options.control, options.resume_at ? "control-" : "control", options,
+                             **workspace, progress);
     if (!control) return control.error();
     certificate.control = std::move(*control);
   }

@@ -22,11 +22,11 @@ std::string_view guarantee_name(Guarantee guarantee);  // "run-to-run", "checkpo
 
 struct VerifyOptions {
   std::vector<std::string> command;
-  std::vector<std::string> control;  // empty: no control
-  int arms = 2;                      // run-to-run: arms of each command
+  std::vector<std::string> control;       // empty: no control
+  int arms = 2;                           // run-to-run: arms of each command
   std::optional<std::int64_t> resume_at;  // set: checkpoint-resume at this step
-  std::string keep;                  // keep the arms in this new directory
-  double timeout_s = 1e9;            // per arm
+  std::string keep;                       // keep the arms in this new directory
+  double timeout_s = 1e9;                 // per arm
 };
 
 // Two arms' diff.
@@ -50,11 +50,11 @@ struct Trial {
 struct Certificate {
   Guarantee guarantee = Guarantee::run_to_run;
   std::optional<std::int64_t> resume_at;
-  std::string level;          // the first arm's header level
+  std::string level;  // the first arm's header level
   std::int64_t world_size = 0;
   Trial workload;
   std::optional<Trial> control;
-  std::string kept;           // the directory holding the arms; empty when removed
+  std::string kept;                // the directory holding the arms; empty when removed
   std::vector<std::string> notes;  // env values §6 rejects, and the like
   bool certified() const { return workload.identical() && (!control || !control->identical()); }
 };
