@@ -55,5 +55,6 @@ printf '  %-40s %s\n' "unit tests (lane arithmetic vs libxxhash)" "$unit"
 printf '  %-40s %s\n' "GPU tests (device vs CPU, batch)" "$gpu_tests"
 printf '  %-40s %s\n' "dtrace hash --gpu vs CPU" "$hash_gpu"
 printf '  %-40s %s\n' "C program on installed libdtrace" "$c_api"
-grep -E "fingerprint |copy |batch, |torch|not measured|FAILED" "$log/bench" | sed 's/^ */  bench: /'
+grep -E "XXH3|dtrace hash|dtrace::fingerprint|1 GiB|batch, |torch|device |not measured|FAILED" "$log/bench" |
+  sed 's/^ */  bench: /'
 case "$gpu_tests$hash_gpu$c_api$unit" in *FAIL*) exit 1 ;; esac
