@@ -83,15 +83,9 @@ __device__ u64 cta_hash(const u8* p, std::size_t len, CtaScratch& scratch) {
 
   const unsigned warp = tid / 32;
   const unsigned lane32 = tid % 32;
-  const unsigned lane = lane32 % x::kLanes;
-  const unsigned quarter = lane32 / x::kLanes;  // this thread reads stripes quarter + 4q
+  const unsigned lane = x::thread_lane(lane32);
   const x::LongLayout layout = x::long_layout(len);
-
-  u64 key[4];
-#pragma unroll
-  for (unsigned q = 0; q < 4; ++q) key[q] = x::secret_le64(kSecret, 8 * (quarter + 4 * q + lane));
-  const u64 final_key = x::secret_le64(kSecret, x::kFinalStripeKeyOffset + 8 * lane);
-  const u64 scramble_key = x::secret_le64(kSecret, x::kScrambleKeyOffset + 8 * lane);
+  const x::ThreadKeys keys = x::thread_keys(kSecret, lane32);
   u64 acc = x::initial_accumulator(lane);
 
   for (std::size_t round = 0; round < layout.groups; round += kGroupsPerRound) {
@@ -99,32 +93,19 @@ __device__ u64 cta_hash(const u8* p, std::size_t len, CtaScratch& scratch) {
         layout.groups - round < kGroupsPerRound ? layout.groups - round : kGroupsPerRound;
     for (std::size_t first = warp; first < round_groups; first += kWarps * kBatch) {
       // All loads of kBatch groups first, so they are in flight together.
-      u64 word[kBatch][4];
-      x::StripeKind kind[kBatch][4];
+      x::ThreadWords words[kBatch];
 #pragma unroll
       for (unsigned b = 0; b < kBatch; ++b) {
         const std::size_t j = first + b * kWarps;
-#pragma unroll
-        for (unsigned q = 0; q < 4; ++q) {
-          word[b][q] = 0;
-          kind[b][q] = x::StripeKind::none;
-          if (j < round_groups) {
-            const x::StripeWord w = x::stripe_word(layout, len, round + j, quarter + 4 * q, lane);
-            kind[b][q] = w.kind;
-            if (w.kind != x::StripeKind::none) word[b][q] = x::data_le64(p + w.offset);
-          }
+        if (j < round_groups) {
+          words[b] = x::thread_load(p, layout, len, round + j, lane32);
         }
       }
 #pragma unroll
       for (unsigned b = 0; b < kBatch; ++b) {
         const std::size_t j = first + b * kWarps;
         if (j >= round_groups) break;  // the same for the whole warp
-        x::LanePartial own;
-#pragma unroll
-        for (unsigned q = 0; q < 4; ++q) {
-          if (kind[b][q] == x::StripeKind::none) continue;
-          x::add_word(own, word[b][q], kind[b][q] == x::StripeKind::final ? final_key : key[q]);
-        }
+        const x::LanePartial own = x::thread_partial(words[b], keys);
         x::LanePartial partner;
         partner.words = shfl_xor(own.words, 1);
         u64 delta = x::group_delta(own, partner);
@@ -137,7 +118,7 @@ __device__ u64 cta_hash(const u8* p, std::size_t len, CtaScratch& scratch) {
     if (warp == 0) {
       for (std::size_t j = 0; j < round_groups; ++j) {
         acc = x::chain_step(acc, scratch.delta[j][lane], round + j < layout.full_blocks,
-                            scramble_key);
+                            keys.scramble);
       }
     }
     __syncthreads();  // the next round overwrites scratch
@@ -169,9 +150,9 @@ __device__ std::uint64_t tensor_of_chunk(const TensorTable& table, std::uint64_t
   return lo - 1;
 }
 
-// 6 CTAs per SM (80 registers, no spills with nvcc 13): 96 KiB of loads in
+// 5 CTAs per SM (88 registers, no spills with nvcc 13): 80 KiB of loads in
 // flight per SM, more than HBM needs to stay busy.
-__global__ void __launch_bounds__(kThreads, 6) digest_chunks(TensorTable table, u64* workspace) {
+__global__ void __launch_bounds__(kThreads, 5) digest_chunks(TensorTable table, u64* workspace) {
   __shared__ CtaScratch scratch;
   __shared__ std::uint64_t tensor;
   const std::uint64_t chunk = blockIdx.x;

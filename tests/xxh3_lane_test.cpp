@@ -49,7 +49,64 @@ std::uint64_t lane_fingerprint(const unsigned char* data, std::size_t len) {
   return lane_hash(reinterpret_cast<const unsigned char*>(words.data()), words.size() * 8);
 }
 
+// XXH3 the way one CTA of cuda/fingerprint.cu computes it, with the warp's
+// shuffles written out as array permutations: each of the 32 threads of a warp
+// loads and multiplies its words of a group (thread_load, thread_partial, the
+// kernel's own calls), then xor 1 / 8 / 16 exchanges give every lane its
+// delta, 8 lanes run the chain, and xor 1 / 2 / 4 exchanges merge.
+std::uint64_t warp_layout_hash(const unsigned char* data, std::size_t len) {
+  namespace x = dtrace::xxh3;
+  if (len <= x::kShortMax) return x::hash_short(data, len, kSecret);
+  const x::LongLayout layout = x::long_layout(len);
+  x::ThreadKeys keys[32];
+  for (unsigned t = 0; t < 32; ++t) keys[t] = x::thread_keys(kSecret, t);
+  std::uint64_t acc[32];
+  for (unsigned t = 0; t < 32; ++t) acc[t] = x::initial_accumulator(x::thread_lane(t));
+  for (std::size_t group = 0; group < layout.groups; ++group) {
+    x::LanePartial own[32];
+    for (unsigned t = 0; t < 32; ++t) {
+      own[t] = x::thread_partial(x::thread_load(data, layout, len, group, t), keys[t]);
+    }
+    std::uint64_t delta[32], sum8[32], sum16[32];
+    for (unsigned t = 0; t < 32; ++t) {
+      x::LanePartial partner;
+      partner.words = own[t ^ 1].words;
+      delta[t] = x::group_delta(own[t], partner);
+    }
+    for (unsigned t = 0; t < 32; ++t) sum8[t] = delta[t] + delta[t ^ 8];
+    for (unsigned t = 0; t < 32; ++t) sum16[t] = sum8[t] + sum8[t ^ 16];
+    for (unsigned t = 0; t < 32; ++t) {
+      acc[t] = x::chain_step(acc[t], sum16[x::thread_lane(t)], group < layout.full_blocks,
+                             keys[t].scramble);
+    }
+  }
+  std::uint64_t merged[32], sum2[32], sum4[32];
+  for (unsigned t = 0; t < 32; ++t) {
+    const unsigned lane = x::thread_lane(t);
+    merged[t] = lane % 2 == 0 ? x::merge_pair(acc[t], acc[t ^ 1], lane / 2, kSecret) : 0;
+  }
+  for (unsigned t = 0; t < 32; ++t) sum2[t] = merged[t] + merged[t ^ 2];
+  for (unsigned t = 0; t < 32; ++t) sum4[t] = sum2[t] + sum2[t ^ 4];
+  return x::merge_finish(len, sum4[0]);
+}
+
 }  // namespace
+
+TEST_CASE("XXH3 in the GPU's warp layout equals XXH3_64bits") {
+  const PaddedBytes bytes(200000, 8);
+  std::vector<std::size_t> lengths;
+  for (std::size_t len = 0; len <= 2100; ++len) lengths.push_back(len);
+  for (std::size_t len : {65535ul, 65536ul, 65537ul, 131080ul, 199999ul}) lengths.push_back(len);
+  for (const std::size_t len : lengths) {
+    for (unsigned misalign : {0u, 5u}) {
+      const std::uint64_t expected = XXH3_64bits(bytes.at(misalign), len);
+      if (warp_layout_hash(bytes.at(misalign), len) != expected) {
+        INFO("length " << len << ", misalignment " << misalign);
+        REQUIRE(warp_layout_hash(bytes.at(misalign), len) == expected);
+      }
+    }
+  }
+}
 
 TEST_CASE("lane XXH3 equals XXH3_64bits for every length 0..4096 at every alignment") {
   const PaddedBytes bytes(4096 + 8, 1);

@@ -42,6 +42,14 @@
 #define DTRACE_HD
 #endif
 
+// Loops over a thread's 4 stripes unroll on the device, so their arrays stay in
+// registers; g++ would warn about the unknown pragma.
+#if defined(__CUDA_ARCH__)
+#define DTRACE_UNROLL _Pragma("unroll")
+#else
+#define DTRACE_UNROLL
+#endif
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "xxh3_lane.cuh assembles little-endian words by shifting; port it before building big-endian"
 #endif
@@ -380,6 +388,73 @@ DTRACE_HD inline u64 merge_pair(u64 acc_even, u64 acc_odd, unsigned pair, const 
 // (XXH3_mergeAccs) given the sum of the four merge_pair values.
 DTRACE_HD inline u64 merge_finish(u64 len, u64 pair_sum) {
   return avalanche(len * kPrime64_1 + pair_sum);
+}
+
+// ---------------------------------------------------------------------------
+// The GPU's thread layout (cuda/fingerprint.cu), here so the CPU tests can run
+// it: a warp reads one group as 4 stripe quarters x 8 lanes, 256 contiguous
+// bytes per load; thread `lane32` of the warp owns accumulator lane lane32 % 8
+// of the stripes quarter + 4q (q = 0..3), quarter = lane32 / 8. The warp then
+// adds the partner lane's word sum (shuffle xor 1) and the four quarters
+// (shuffle xor 8, xor 16), which gives every thread its lane's group delta.
+
+inline constexpr unsigned kWarpQuarters = 4;
+inline constexpr unsigned kStripesPerThread = kStripesPerBlock / kWarpQuarters;
+
+DTRACE_HD inline unsigned thread_lane(unsigned lane32) { return lane32 % kLanes; }
+DTRACE_HD inline unsigned thread_stripe(unsigned lane32, unsigned q) {
+  return lane32 / kLanes + kWarpQuarters * q;
+}
+
+// The secret words a thread needs, read once into registers.
+struct ThreadKeys {
+  u64 stripe[kStripesPerThread];
+  u64 final_stripe;
+  u64 scramble;
+};
+
+DTRACE_HD inline ThreadKeys thread_keys(const u8* secret, unsigned lane32) {
+  const unsigned lane = thread_lane(lane32);
+  ThreadKeys keys;
+  DTRACE_UNROLL
+  for (unsigned q = 0; q < kStripesPerThread; ++q) {
+    keys.stripe[q] =
+        secret_le64(secret, stripe_key_offset(StripeKind::normal, thread_stripe(lane32, q), lane));
+  }
+  keys.final_stripe = secret_le64(secret, stripe_key_offset(StripeKind::final, 0, lane));
+  keys.scramble = secret_le64(secret, kScrambleKeyOffset + 8 * lane);
+  return keys;
+}
+
+// A thread's words of one group: loaded apart from their use, so that the
+// kernel can have the loads of several groups in flight at once.
+struct ThreadWords {
+  u64 word[kStripesPerThread];
+  StripeKind kind[kStripesPerThread];
+};
+
+DTRACE_HD inline ThreadWords thread_load(const u8* input, const LongLayout& layout, size_t len,
+                                         size_t group, unsigned lane32) {
+  ThreadWords words;
+  DTRACE_UNROLL
+  for (unsigned q = 0; q < kStripesPerThread; ++q) {
+    const StripeWord w =
+        stripe_word(layout, len, group, thread_stripe(lane32, q), thread_lane(lane32));
+    words.kind[q] = w.kind;
+    words.word[q] = w.kind == StripeKind::none ? 0 : data_le64(input + w.offset);
+  }
+  return words;
+}
+
+DTRACE_HD inline LanePartial thread_partial(const ThreadWords& words, const ThreadKeys& keys) {
+  LanePartial partial;
+  DTRACE_UNROLL
+  for (unsigned q = 0; q < kStripesPerThread; ++q) {
+    if (words.kind[q] == StripeKind::none) continue;
+    add_word(partial, words.word[q],
+             words.kind[q] == StripeKind::final ? keys.final_stripe : keys.stripe[q]);
+  }
+  return partial;
 }
 
 // ---------------------------------------------------------------------------
