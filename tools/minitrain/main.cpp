@@ -46,8 +46,13 @@ std::string planted_json(minitrain::Planted planted, const minitrain::ModelShape
 // --deterministic-mode, only recorded without it.
 std::vector<std::pair<std::string, std::string>> environment(bool deterministic_mode) {
   if (!deterministic_mode) {
-    return dtrace::determinism::header_env(
-        dtrace::determinism::validate(dtrace::determinism::process_environment()));
+    // Only what is set: an unset variable's default is not in force here.
+    std::vector<std::pair<std::string, std::string>> env;
+    for (const auto& check :
+         dtrace::determinism::validate(dtrace::determinism::process_environment())) {
+      if (check.value && !check.defaulted) env.emplace_back(check.name, *check.value);
+    }
+    return env;
   }
   const auto applied = dtrace::determinism::apply();
   if (!applied.ok()) {
