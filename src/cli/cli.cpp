@@ -28,7 +28,10 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_status = kExitSame;
   add_diff(app, exit_status);
+  add_bisect(app, exit_status);
   add_hash(app, exit_status);
+  add_show(app, exit_status);
+  add_check(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

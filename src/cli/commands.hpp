@@ -13,7 +13,10 @@ struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+void add_bisect(CLI::App& app, int& exit_status);
+void add_check(CLI::App& app, int& exit_status);
 void add_diff(CLI::App& app, int& exit_status);
 void add_hash(CLI::App& app, int& exit_status);
+void add_show(CLI::App& app, int& exit_status);
 
 }  // namespace dtrace::cli

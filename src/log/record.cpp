@@ -25,6 +25,11 @@ Io parse_io(std::string_view text) {
   return Io::other;
 }
 
+std::string capture_file_name(std::int32_t rank, std::int64_t step, std::int64_t seq) {
+  return "r" + std::to_string(rank) + "-s" + std::to_string(step) + "-q" + std::to_string(seq) +
+         ".bin";
+}
+
 std::string_view status_name(StepStatus status) {
   switch (status) {
     case StepStatus::complete: return "complete";

@@ -94,4 +94,9 @@ struct Step {
   std::vector<Record> records;
 };
 
+// The file a capture directory keeps a record's raw bytes in (DESIGN.md §5:
+// named from rank, step and seq, never from the workload's own names),
+// e.g. "r0-s5-q17.bin". Writers (the recorder) and readers (bisect) share it.
+std::string capture_file_name(std::int32_t rank, std::int64_t step, std::int64_t seq);
+
 }  // namespace dtrace::log

@@ -25,11 +25,6 @@ std::string join(const std::string& dir, std::string_view name) {
 
 }  // namespace
 
-std::string capture_file_name(std::int32_t rank, std::int64_t step, std::int64_t seq) {
-  return "r" + std::to_string(rank) + "-s" + std::to_string(step) + "-q" + std::to_string(seq) +
-         ".bin";
-}
-
 void write_capture_file(const std::string& dir, const std::string& name, const void* data,
                         std::size_t bytes) {
   const std::string path = join(dir, name);

@@ -23,8 +23,7 @@ namespace dtrace::recording {
 
 inline constexpr std::string_view kCaptureIndex = "capture.jsonl";
 
-// "r0-s5-q17.bin"
-std::string capture_file_name(std::int32_t rank, std::int64_t step, std::int64_t seq);
+using log::capture_file_name;
 
 // Writes `bytes` to dir/name, refusing to replace a file; throws RecorderError.
 void write_capture_file(const std::string& dir, const std::string& name, const void* data,

@@ -1,0 +1,78 @@
+// The bisect driver: which step and rank, then the stages in order, each
+// narrowing the search or settling the verdict.
+#include "bisect/bisect.hpp"
+
+#include "bisect/session.hpp"
+#include "diff/diff.hpp"
+
+namespace dtrace::bisect {
+
+namespace {
+
+std::string n(std::int64_t v) { return std::to_string(v); }
+
+// The step and rank to replay: as given, or the first divergence diff finds.
+// False when there is nothing to bisect.
+Result<bool> choose_step(const Options& options, Report& rep) {
+  if (options.step && options.rank) {
+    rep.step = *options.step;
+    rep.rank = *options.rank;
+    return true;
+  }
+  auto d = diff::diff_runs(options.run_a, options.run_b);
+  if (!d) return d.error();
+  if (!options.step) {
+    if (!d->first) {
+      rep.verdict = Verdict::not_reproduced;
+      rep.reached = "nothing to bisect: the runs are identical over the steps they share (steps " +
+                    n(d->compared.first_step) + "-" + n(d->compared.last_step) + ")";
+      return false;
+    }
+    rep.step = d->first->step;
+    rep.rank = options.rank.value_or(d->first->rank);
+    return true;
+  }
+  rep.step = *options.step;
+  rep.rank = 0;
+  // The rank diff names at that step: its origin, else the lowest rank.
+  const diff::Mismatch* best = nullptr;
+  for (const auto& m : d->ranks) {
+    if (m.step != rep.step) continue;
+    if (best == nullptr || (m.role == diff::Role::origin && best->role != diff::Role::origin)) best = &m;
+  }
+  if (best != nullptr) rep.rank = best->rank;
+  return true;
+}
+
+}  // namespace
+
+Result<Report> run(const Options& options, const Progress& progress) {
+  Report rep;
+  rep.run_a = options.run_a;
+  rep.run_b = options.run_b;
+  auto chosen = choose_step(options, rep);
+  if (!chosen) return chosen.error();
+  if (!*chosen) return rep;
+  Session session(options, progress, rep);
+  if (auto r = plan_sides(session); !r) return r.error();
+  if (auto r = session.open_workdir(); !r) return r.error();
+
+  auto layer = layer_pass(session);
+  if (!layer) return layer.error();
+  if (!*layer) return rep;
+  auto kernel = kernel_pass(session, **layer);
+  if (!kernel) return kernel.error();
+  if (!*kernel) return rep;
+  rep.verdict = Verdict::named;
+  rep.op = (*kernel)->op;
+  rep.scope = (*kernel)->scope;
+  rep.role = "origin";
+  rep.reached = "kernel named: " + rep.scope + " " + rep.op + " (output " + (*kernel)->name + ")";
+  if (auto r = confirm(session, **kernel); !r) {
+    // The kernel is named; a confirmation that could not run is reported, not fatal.
+    rep.notes.push_back("confirmation failed: " + r.error().message);
+  }
+  return rep;
+}
+
+}  // namespace dtrace::bisect

@@ -1,0 +1,82 @@
+// `dtrace bisect` (DESIGN.md §5): replays the training program at the first
+// divergent step, finer and finer — the step with per-layer hashes, the suspect
+// layer alone with per-kernel hashes, then the suspect kernel alone — and names
+// the kernel responsible, with numeric evidence from its captured outputs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace dtrace::bisect {
+
+struct Options {
+  std::string run_a, run_b;
+  std::optional<std::int64_t> step;   // default: the first divergent step
+  std::optional<std::int32_t> rank;   // default: the rank diff named at that step
+  int repeat = 3;                     // attempts for intermittent divergence; K for confirm
+  double timeout_s = 600;             // per replay
+  bool trust = false;                 // run the replay argv found in the logs
+  std::optional<std::vector<std::string>> replay;  // or this argv, given by the user
+  std::optional<std::string> keep;    // keep replay outputs and captures here
+};
+
+enum class Verdict { named, restore, not_reproduced, not_localized };
+std::string_view verdict_name(Verdict verdict);
+
+// One execution of the workload.
+struct Replay {
+  std::string stage;   // "layer", "capture", "kernel", "confirm"
+  char side = 'A';     // whose configuration
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // the DTRACE_* variables set
+  double seconds = 0;
+  int exit = 0;
+  std::string outcome;  // "exit 0", "killed by signal 9", ...
+};
+
+// What the confirmation measured on the suspect kernel's outputs.
+struct Evidence {
+  std::string output;       // the out record compared (name)
+  std::string dtype;
+  int repetitions = 0;      // per side
+  int distinct_outputs = 0; // distinct fingerprints over all repetitions of both sides
+  std::uint64_t elements = 0;
+  std::uint64_t elements_differing = 0;
+  double max_abs_difference = 0;
+  std::optional<std::uint64_t> max_ulp;
+  std::uint64_t nan_a = 0, nan_b = 0, inf_a = 0, inf_b = 0;
+  std::string reading;      // what the numbers mean, in words
+};
+
+struct Report {
+  Verdict verdict = Verdict::not_reproduced;
+  std::string run_a, run_b;
+  std::int64_t step = 0;
+  std::int32_t rank = 0;
+  std::vector<std::int32_t> ranks_replayed;
+  bool shared_configuration = false;  // A and B are one configuration, replayed repeatedly
+  // named:
+  std::string op, scope, role;
+  std::string layer;                  // the suspect layer scope
+  // restore:
+  std::string state, state_scope;
+  std::optional<Evidence> evidence;
+  std::string reached;                // how far it got, in words
+  std::vector<Replay> replays;
+  std::vector<std::string> notes;
+};
+
+// Called before (done = false) and after (done = true) each replay.
+using Progress = std::function<void(const Replay& replay, bool done)>;
+
+// Trouble (unreadable runs, no replay command, a replay that crashed or timed
+// out, output that is not a log) is an Error; a divergence that cannot be
+// reproduced or localized is a Report with that verdict.
+Result<Report> run(const Options& options, const Progress& progress);
+
+}  // namespace dtrace::bisect

@@ -1,0 +1,76 @@
+// Which command replays each run, and whether we may run it.
+#include <filesystem>
+
+#include "bisect/session.hpp"
+
+namespace dtrace::bisect {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+Result<Side> plan_side(const Options& options, char name, const std::string& run, nlohmann::json& config) {
+  auto reader = log::RunReader::open(run);
+  if (!reader) return reader.error();
+  const log::Header& header = (*reader)->header();
+  Side side;
+  side.name = name;
+  side.run = run;
+  config = header.config;
+  for (auto it = header.env.begin(); it != header.env.end(); ++it) {
+    side.env.emplace_back(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
+  }
+  if (options.replay) {
+    side.argv = *options.replay;
+    return side;
+  }
+  const std::string who = "run " + std::string(1, name) + " (" + run + ")";
+  const nlohmann::json& replay = header.replay;
+  if (!replay.is_object() || !replay.contains("argv")) {
+    return Error{who + " declares no replay command in its header; give one with --replay 'ARGV'"};
+  }
+  if (replay.value("protocol", std::string()) != "dtrace-replay/1") {
+    return Error{who + " declares replay protocol \"" + replay.value("protocol", std::string()) +
+                 "\"; this dtrace speaks dtrace-replay/1"};
+  }
+  const nlohmann::json& argv = replay["argv"];
+  if (!argv.is_array() || argv.empty()) return Error{who + ": header field replay.argv must be a non-empty array"};
+  for (const auto& word : argv) {
+    if (!word.is_string()) return Error{who + ": header field replay.argv must hold strings"};
+    side.argv.push_back(word.get<std::string>());
+  }
+  if (!options.trust) {
+    return Error{"the replay command comes from the log of " + who + ": " + joined(side.argv) +
+                 "\nrun it only if you trust that log: pass --trust, or give the command with --replay 'ARGV'"};
+  }
+  if (replay.contains("cwd") && replay["cwd"].is_string()) {
+    std::error_code ec;
+    const std::string cwd = replay["cwd"].get<std::string>();
+    if (std::filesystem::is_directory(cwd, ec)) side.cwd = cwd;
+  }
+  return side;
+}
+
+}  // namespace
+
+Result<void> plan_sides(Session& session) {
+  nlohmann::json config_a, config_b;
+  auto a = plan_side(session.options, 'A', session.options.run_a, config_a);
+  if (!a) return a.error();
+  auto b = plan_side(session.options, 'B', session.options.run_b, config_b);
+  if (!b) return b.error();
+  session.a = std::move(*a);
+  session.b = std::move(*b);
+  session.report.shared_configuration = config_a == config_b && session.a.env == session.b.env;
+  if (session.report.shared_configuration) {
+    session.report.notes.push_back(
+        "A and B share one configuration (config and env): their replays are repetitions of it");
+  }
+  return {};
+}
+
+}  // namespace dtrace::bisect

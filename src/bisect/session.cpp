@@ -1,0 +1,114 @@
+#include "bisect/session.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "replay/runner.hpp"
+
+namespace dtrace::bisect {
+
+namespace fs = std::filesystem;
+
+std::string_view verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::named: return "named";
+    case Verdict::restore: return "restore";
+    case Verdict::not_reproduced: return "not-reproduced";
+    case Verdict::not_localized: return "not-localized";
+  }
+  return "unknown";
+}
+
+Session::Session(const Options& opts, const Progress& progress, Report& rep)
+    : options(opts), report(rep), progress_(progress) {}
+
+Session::~Session() {
+  if (remove_ && !workdir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(workdir_, ec);
+  }
+}
+
+Result<void> Session::open_workdir() {
+  std::error_code ec;
+  if (options.keep) {
+    workdir_ = *options.keep;
+    if (fs::exists(workdir_, ec) && !fs::is_empty(workdir_, ec)) {
+      return Error{*options.keep + ": --keep needs a new or empty directory"};
+    }
+    fs::create_directories(workdir_, ec);
+    if (ec) return Error{*options.keep + ": cannot create: " + ec.message()};
+    workdir_ = fs::absolute(workdir_, ec).string();
+    return {};
+  }
+  std::string templ = (fs::temp_directory_path(ec) / "dtrace-bisect-XXXXXX").string();
+  if (::mkdtemp(templ.data()) == nullptr) return Error{"cannot create a temporary directory"};
+  workdir_ = templ;
+  remove_ = true;
+  return {};
+}
+
+Result<void> Session::replay(const std::string& stage, const Side& side, const Variables& variables) {
+  Replay record;
+  record.stage = stage;
+  record.side = side.name;
+  record.argv = side.argv;
+  record.env = variables;
+  if (progress_) progress_(record, false);
+  replay::Command command;
+  command.argv = side.argv;
+  command.env = side.env;
+  command.env.insert(command.env.end(), variables.begin(), variables.end());
+  command.cwd = side.cwd;
+  command.timeout_s = options.timeout_s;
+  auto outcome = replay::run(command);
+  if (!outcome) return Error{"replay of run " + std::string(1, side.name) + " (" + stage + "): " +
+                             outcome.error().message};
+  record.seconds = outcome->seconds;
+  record.exit = outcome->exit_code;
+  record.outcome = outcome->describe();
+  report.replays.push_back(record);
+  if (progress_) progress_(record, true);
+  if (!outcome->ok()) {
+    std::string message = "replay of run " + std::string(1, side.name) + " (" + stage + ") failed: " +
+                          outcome->describe();
+    if (!outcome->stderr_tail.empty()) message += "; its stderr ends with:\n" + outcome->stderr_tail;
+    return Error{message};
+  }
+  return {};
+}
+
+Result<std::optional<LoadedStep>> load_step(const std::string& path, std::int32_t rank,
+                                            std::int64_t step) {
+  auto reader = log::RunReader::open(path);
+  if (!reader) return reader.error();
+  while (true) {
+    auto next = (*reader)->next();
+    if (!next) return next.error();
+    if (!*next) return std::optional<LoadedStep>{};
+    if ((*next)->rank == rank && (*next)->step == step &&
+        (*next)->status == log::StepStatus::complete) {
+      return std::optional<LoadedStep>{LoadedStep{std::move(*reader), std::move(**next)}};
+    }
+  }
+}
+
+Result<LoadedSteps> load_steps(const std::string& path, std::int32_t rank) {
+  auto reader = log::RunReader::open(path);
+  if (!reader) return reader.error();
+  LoadedSteps out;
+  while (true) {
+    auto next = (*reader)->next();
+    if (!next) return next.error();
+    if (!*next) break;
+    if ((*next)->rank == rank && (*next)->status == log::StepStatus::complete) {
+      out.steps.push_back(std::move(**next));
+    }
+  }
+  std::sort(out.steps.begin(), out.steps.end(),
+            [](const log::Step& x, const log::Step& y) { return x.step < y.step; });
+  out.reader = std::move(*reader);
+  return out;
+}
+
+}  // namespace dtrace::bisect

@@ -1,0 +1,95 @@
+// `dtrace bisect [--step N] [RUN_A RUN_B] ...` (DESIGN.md §5).
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "bisect/bisect.hpp"
+#include "cli/cli.hpp"
+#include "cli/commands.hpp"
+#include "cli/state.hpp"
+#include "replay/runner.hpp"
+#include "report/bisect_report.hpp"
+
+namespace dtrace::cli {
+
+void add_bisect(CLI::App& app, int& exit_status) {
+  struct Args {
+    std::vector<std::string> runs;
+    std::optional<std::int64_t> step;
+    std::optional<std::int32_t> rank;
+    int repeat = 3;
+    double timeout = 600;
+    bool trust = false;
+    std::string replay;
+    std::string keep;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "bisect",
+      "Replay the first divergent step finer and finer (layers, then the suspect layer's\n"
+      "kernels, then the suspect kernel alone) and name the kernel responsible.\n"
+      "Without runs and step it uses those of the last `dtrace diff` in this directory.\n"
+      "The replay command comes from the runs' logs: it runs only with --trust, or give it\n"
+      "with --replay. Exit status: 0 a kernel (or the restore) named, 1 not reproduced or\n"
+      "not localized, 2 trouble.");
+  cmd->add_option("RUNS", args->runs, "RUN_A RUN_B (default: those of the last diff)")->expected(0, 2);
+  cmd->add_option("--step", args->step, "the step to replay (default: the first divergent step)");
+  cmd->add_option("--rank", args->rank, "the rank to follow (default: the rank diff named)");
+  cmd->add_option("--repeat", args->repeat, "attempts for an intermittent divergence, and repetitions "
+                                            "of the isolated layer and kernel (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--timeout", args->timeout, "seconds each replay may run (default 600)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--trust", args->trust, "run the replay command recorded in the runs' logs");
+  cmd->add_option("--replay", args->replay, "the command to replay both runs with, instead of the logs'");
+  cmd->add_option("--keep", args->keep, "keep replay outputs and captures in this new directory");
+  cmd->add_flag("--json", args->json, "print one JSON document on stdout");
+  cmd->callback([args, &exit_status] {
+    bisect::Options options;
+    if (args->runs.size() == 1) throw Failure("bisect takes two runs, or none to use the last diff's");
+    if (args->runs.size() == 2) {
+      options.run_a = args->runs[0];
+      options.run_b = args->runs[1];
+    } else {
+      auto last = load_last_diff();
+      if (!last) throw Failure("no runs given and no earlier `dtrace diff` in this directory (.dtrace/)");
+      options.run_a = last->run_a;
+      options.run_b = last->run_b;
+      if (!args->step && last->step) {
+        options.step = last->step;
+        if (!args->rank) options.rank = last->rank;
+      }
+    }
+    if (args->step) options.step = args->step;
+    if (args->rank) options.rank = args->rank;
+    options.repeat = args->repeat;
+    options.timeout_s = args->timeout;
+    options.trust = args->trust;
+    if (!args->replay.empty()) {
+      auto words = replay::split_words(args->replay);
+      if (!words) throw Failure("--replay: " + words.error().message);
+      options.replay = *words;
+    }
+    if (!args->keep.empty()) options.keep = args->keep;
+    auto progress = [](const bisect::Replay& replay, bool done) {
+      if (!done) {
+        spdlog::info("[{}] replaying {}: {}", replay.stage, replay.side, report::replay_command_line(replay));
+      } else {
+        spdlog::info("[{}] replayed {} in {:.2f} s: {}", replay.stage, replay.side, replay.seconds,
+                     replay.outcome);
+      }
+    };
+    auto result = bisect::run(options, progress);
+    if (!result) throw Failure(result.error().message);
+    if (args->json) {
+      std::cout << report::bisect_to_json(*result).dump(2) << "\n";
+    } else {
+      std::cout << report::bisect_to_text(*result);
+    }
+    const bool named = result->verdict == bisect::Verdict::named || result->verdict == bisect::Verdict::restore;
+    exit_status = named ? kExitSame : kExitDifferent;
+  });
+}
+
+}  // namespace dtrace::cli

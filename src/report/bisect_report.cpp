@@ -1,0 +1,118 @@
+#include "report/bisect_report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "util/intervals.hpp"
+
+namespace dtrace::report {
+
+namespace {
+
+nlohmann::json evidence_json(const bisect::Evidence& e) {
+  nlohmann::json j = {{"output", e.output},
+                      {"dtype", e.dtype},
+                      {"repetitions_per_side", e.repetitions},
+                      {"distinct_outputs", e.distinct_outputs},
+                      {"elements", e.elements},
+                      {"elements_differing", e.elements_differing},
+                      {"max_abs_difference", e.max_abs_difference},
+                      {"max_ulp", e.max_ulp ? nlohmann::json(*e.max_ulp) : nlohmann::json()},
+                      {"nan", {e.nan_a, e.nan_b}},
+                      {"inf", {e.inf_a, e.inf_b}},
+                      {"reading", e.reading}};
+  return j;
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+}  // namespace
+
+std::string replay_command_line(const bisect::Replay& replay) {
+  std::string s;
+  for (const auto& [key, value] : replay.env) s += key + "=" + value + " ";
+  for (std::size_t i = 0; i < replay.argv.size(); ++i) s += (i ? " " : "") + replay.argv[i];
+  return s;
+}
+
+nlohmann::json bisect_to_json(const bisect::Report& r) {
+  nlohmann::json j;
+  j["verdict"] = bisect::verdict_name(r.verdict);
+  j["runs"] = {{"a", r.run_a}, {"b", r.run_b}};
+  j["step"] = r.step;
+  j["rank"] = r.rank;
+  j["ranks_replayed"] = r.ranks_replayed;
+  j["shared_configuration"] = r.shared_configuration;
+  j["layer"] = r.layer.empty() ? nlohmann::json() : nlohmann::json(r.layer);
+  if (r.verdict == bisect::Verdict::named) {
+    j["culprit"] = {{"op", r.op}, {"scope", r.scope}, {"step", r.step}, {"rank", r.rank}, {"role", r.role}};
+  } else {
+    j["culprit"] = nullptr;
+  }
+  j["state"] = r.state.empty() ? nlohmann::json() : nlohmann::json(r.state);
+  j["state_scope"] = r.state_scope.empty() ? nlohmann::json() : nlohmann::json(r.state_scope);
+  j["evidence"] = r.evidence ? evidence_json(*r.evidence) : nlohmann::json();
+  j["reached"] = r.reached;
+  nlohmann::json replays = nlohmann::json::array();
+  double total = 0;
+  for (const auto& p : r.replays) {
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& [key, value] : p.env) env[key] = value;
+    replays.push_back({{"stage", p.stage}, {"side", std::string(1, p.side)}, {"argv", p.argv}, {"env", env},
+                       {"seconds", p.seconds}, {"exit", p.exit}, {"outcome", p.outcome}});
+    total += p.seconds;
+  }
+  j["replays"] = replays;
+  j["replay_seconds"] = total;
+  j["notes"] = r.notes;
+  return j;
+}
+
+std::string bisect_to_text(const bisect::Report& r) {
+  std::ostringstream o;
+  o << "A: " << r.run_a << "\nB: " << r.run_b << "\n";
+  IntervalSet ranks;
+  for (auto x : r.ranks_replayed) ranks.insert(x);
+  o << "step " << r.step << ", rank " << r.rank;
+  if (!ranks.empty()) o << " (replays ran ranks " << ranks.to_string() << ")";
+  o << "\n";
+  switch (r.verdict) {
+    case bisect::Verdict::named:
+      o << "named: " << r.scope << " " << r.op << " (" << r.role << ")\n";
+      if (!r.layer.empty()) o << "  layer:    " << r.layer << "\n";
+      break;
+    case bisect::Verdict::restore:
+      o << "restore: the step-start state differs before step " << r.step << " runs: " << r.state_scope << " "
+        << r.state << "\n  an incomplete restore (state not saved or not loaded) is the divergence\n";
+      break;
+    case bisect::Verdict::not_reproduced: o << "not reproduced\n"; break;
+    case bisect::Verdict::not_localized: o << "not localized\n"; break;
+  }
+  o << "  reached:  " << r.reached << "\n";
+  if (r.evidence) {
+    const auto& e = *r.evidence;
+    o << "  evidence: output " << e.output << " (" << e.dtype << "): " << e.distinct_outputs
+      << " distinct output" << (e.distinct_outputs == 1 ? "" : "s") << " in " << e.repetitions
+      << " repetitions per side\n            " << e.reading << "\n";
+  }
+  if (!r.replays.empty()) {
+    double total = 0;
+    for (const auto& p : r.replays) total += p.seconds;
+    o << "replays (" << r.replays.size() << ", " << seconds(total) << "):\n";
+    for (const auto& p : r.replays) {
+      o << "  " << p.stage << " " << p.side << "  " << seconds(p.seconds) << "  " << p.outcome << "  "
+        << replay_command_line(p) << "\n";
+    }
+  }
+  if (!r.notes.empty()) {
+    o << "notes:\n";
+    for (const auto& n : r.notes) o << "  - " << n << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace dtrace::report
