@@ -11,6 +11,7 @@ DTRACE_REPLAY_STEP=3 DTRACE_LEVEL=kernel DTRACE_SCOPE=bwd/layer.1/attn DTRACE_CA
 
 DTRACE_ISOLATE=bwd/layer.1/attn DTRACE_INPUTS="$WORK/cap" DTRACE_REPEAT=3 DTRACE_LEVEL=kernel \
   DTRACE_OUT="$WORK/layer.jsonl" "${argv[@]}" >/dev/null
+expect_status 0 "$DTRACE" check layer.jsonl
 for rank in 0 1; do
   steps=$(jq -r "select(.end and .rank == $rank) | .step" layer.jsonl | tr '\n' ' ')
   [ "$steps" = "0 1 2 " ] || fail "rank $rank repetitions: '$steps', expected 0 1 2"
