@@ -23,8 +23,9 @@ for k in 0 1 2; do
   [ "$got" = "$want" ] || fail "repetition $k: layer outputs differ from the capture"
 done
 
+# Without DTRACE_LEVEL an isolated run records at kernel level (the run's was step).
 DTRACE_ISOLATE=bwd/layer.1/attn::softmax_grad DTRACE_INPUTS="$WORK/cap" DTRACE_REPEAT=2 \
-  DTRACE_LEVEL=kernel DTRACE_OUT="$WORK/op.jsonl" "${argv[@]}" >/dev/null
+  DTRACE_OUT="$WORK/op.jsonl" "${argv[@]}" >/dev/null
 ops=$(jq -r 'select(.scope) | .op' op.jsonl | sort -u)
 [ "$ops" = softmax_grad ] || fail "op isolation recorded ops: $ops"
 [ "$(jq -r 'select(.end) | .step' op.jsonl | sort -u | tr '\n' ' ')" = "0 1 " ] || fail "op isolation: wrong repetitions"

@@ -116,7 +116,8 @@ class Session {
                             ? std::string("minitrain")
                             : fs::path(config_.out).lexically_normal().filename().string();
     options_.world_size = config_.ranks;
-    options_.level = config_.level;
+    // An isolated layer or op is recorded per kernel unless DTRACE_LEVEL says otherwise.
+    options_.level = isolation_.active() ? Level::kernel : config_.level;
     options_.env = env;
     options_.config_json = config_json(config_);
     options_.replay_argv = replay_argv(config_, executable);
