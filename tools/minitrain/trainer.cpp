@@ -178,7 +178,6 @@ class Session {
     std::int64_t data_position = 0;
     Xoshiro rng;
     Tensor grad_norm{std::vector<std::int64_t>{1}};
-    double record_seconds = 0.0;  // recording time of the open step outside the trace
     double total_step_seconds = 0.0;
     double total_record_seconds = 0.0;
     std::int64_t timed_steps = 0;
@@ -379,8 +378,7 @@ class Session {
       {
         auto scope = r.trace.scope("step");
         const double step_seconds = seconds_since(started);
-        const double record_seconds = r.record_seconds + r.trace.take_record_seconds();
-        r.record_seconds = 0.0;
+        const double record_seconds = r.trace.take_record_seconds();
         rec->scalar(Level::step, "time", RecordIo::timing, "step_seconds", "f64",
                     std::bit_cast<std::uint64_t>(step_seconds), step_seconds);
         rec->scalar(Level::step, "time", RecordIo::timing, "record_seconds", "f64",
