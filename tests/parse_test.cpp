@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <random>
 
 using dtrace::log::Intern;
 using dtrace::log::Io;
@@ -275,4 +276,27 @@ TEST_CASE("lines read again after the first of their seq mean the same", "[parse
   CHECK(end.step == 9);
   CHECK(end.rank == 1);
   CHECK(end.count == 4);
+}
+
+TEST_CASE("parse_digest reads 16 hex digits exactly as the digit-by-digit definition") {
+  std::mt19937_64 rng(42);
+  const std::string alphabet = "0123456789abcdefABCDEF";
+  for (int i = 0; i < 20000; ++i) {
+    std::string text(16, '0');
+    std::uint64_t want = 0;
+    for (char& c : text) {
+      c = alphabet[rng() % alphabet.size()];
+      const unsigned v = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+      want = want << 4 | v;
+    }
+    dtrace::log::Digest d;
+    REQUIRE(dtrace::log::parse_digest(text, d));
+    REQUIRE(d.low == want);
+    REQUIRE(d.digits == 16);
+    // Any one byte that is not a hex digit makes the whole digest invalid.
+    std::string bad = text;
+    const char others[] = {'g', 'G', '/', ':', '@', '`', ' ', '\0', '\x80', '\xff', 'z', '-'};
+    bad[rng() % 16] = others[rng() % sizeof others];
+    REQUIRE_FALSE(dtrace::log::parse_digest(bad, d));
+  }
 }

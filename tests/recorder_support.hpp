@@ -14,29 +14,11 @@
 
 #include "dtrace/recorder.hpp"
 #include "log/reader.hpp"
+#include "support.hpp"
 
 namespace test_support {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "dtrace-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = dtrace::test::TempDir;
 
 // A run's steps in the order the reader hands them out; the reader stays
 // alive because records point into its strings.

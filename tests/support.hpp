@@ -28,6 +28,9 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   const std::string& root() const { return root_; }
+  std::filesystem::path path() const { return root_; }
+  // A path inside the directory (nothing created).
+  std::string operator/(const std::string& name) const { return (std::filesystem::path(root_) / name).string(); }
   // A path inside the directory, creating the directories above it.
   std::string path(const std::string& relative) const {
     const std::filesystem::path p = std::filesystem::path(root_) / relative;

@@ -45,7 +45,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // A usage error is trouble like any other: one line, exit 2.
+    spdlog::error("{} (see dtrace --help)", e.what());
     return kExitTrouble;
   } catch (const Failure& e) {
     spdlog::error("{}", e.what());

@@ -1,5 +1,7 @@
-// `dtrace hash FILE...`: the xxh3-64k/1 fingerprint of each file's bytes,
-// printed like sha256sum, so anyone can check a recorder's digests.
+// `dtrace hash [--gpu] [--threads N] FILE...`: the xxh3-64k/1 fingerprint of
+// each file's bytes, printed like sha256sum, so anyone can check a recorder's
+// digests. --gpu computes them on the GPU (CUDA builds): the same digests, which
+// is the point: it shows a device computing what the CPU computes.
 #include <iostream>
 
 #include "cli/cli.hpp"
@@ -7,18 +9,55 @@
 #include "fingerprint/file.hpp"
 #include "fingerprint/fingerprint.hpp"
 
+#if DTRACE_HAVE_CUDA
+#include "cuda/fingerprint.cuh"
+#endif
+
 namespace dtrace::cli {
 
+namespace {
+
+Result<std::uint64_t> fingerprint_file_on_gpu(const std::string& file) {
+#if DTRACE_HAVE_CUDA
+  return fingerprint_file_with(
+      file, [&file](const void* data, std::size_t bytes) -> Result<std::uint64_t> {
+        std::uint64_t digest = 0;
+        const gpu::Status status = gpu::fingerprint_host_bytes_on_device(data, bytes, &digest);
+        if (status.code == gpu::Code::no_device) {
+          return Error{file + ": --gpu: no usable CUDA device: " + status.message};
+        }
+        if (!status.ok()) return Error{file + ": --gpu: " + status.message};
+        return digest;
+      });
+#else
+  (void)file;
+  return Error{"--gpu: this dtrace was built without CUDA (rebuild with nvcc and -Dcuda=enabled)"};
+#endif
+}
+
+}  // namespace
+
 void add_hash(CLI::App& app, int& exit_status) {
-  auto files = std::make_shared<std::vector<std::string>>();
+  struct Options {
+    std::vector<std::string> files;
+    bool gpu = false;
+    unsigned threads = 0;
+  };
+  auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "hash",
       "Print the xxh3-64k/1 fingerprint of each FILE ('-' is standard input) as\n"
-      "'<fingerprint>  FILE'. Exit status: 0 all hashed, 2 a file could not be read.");
-  cmd->add_option("FILE", *files, "files to fingerprint")->required();
-  cmd->callback([files, &exit_status] {
-    for (const std::string& file : *files) {
-      auto digest = fingerprint_file(file);
+      "'<fingerprint>  FILE'. Exit status: 0 all hashed, 2 a file could not be read\n"
+      "(or --gpu could not run).");
+  cmd->add_option("FILE", options->files, "files to fingerprint")->required();
+  cmd->add_flag("--gpu", options->gpu,
+                "copy each file to the GPU and fingerprint it there (CUDA builds only)");
+  cmd->add_option("--threads", options->threads, "CPU threads per file (default 0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([options, &exit_status] {
+    for (const std::string& file : options->files) {
+      auto digest =
+          options->gpu ? fingerprint_file_on_gpu(file) : fingerprint_file(file, options->threads);
       if (!digest) throw Failure(digest.error().message);
       std::cout << to_hex16(*digest) << "  " << file << "\n";
     }

@@ -1,6 +1,8 @@
 #include "log/record.hpp"
 
 #include <array>
+#include <bit>
+#include <cstring>
 
 namespace dtrace::log {
 
@@ -73,19 +75,41 @@ constexpr auto kHexValue = [] {
   return t;
 }();
 
+// Eight hex digits (first digit in the lowest byte, as read from memory on a
+// little-endian machine) to their 32-bit value; false if any byte is not a
+// hex digit. Branch-free SWAR: the hot path of reading a log is one 16-digit
+// hash per record.
+bool hex8(std::uint64_t chunk, std::uint32_t& out) {
+  constexpr std::uint64_t ones = 0x0101010101010101ull;
+  constexpr std::uint64_t high = 0x8080808080808080ull;
+  if (chunk & high) return false;  // bytes >= 0x80 are never digits
+  // Below 0x80, adding (0x80 - k) sets a byte's high bit exactly when the byte
+  // is >= k, and never carries into the next byte.
+  auto at_least = [&](std::uint64_t v, unsigned k) { return (v + ones * (0x80 - k)) & high; };
+  const std::uint64_t lower = chunk | ones * 0x20;  // 'A'-'F' to 'a'-'f'; digits keep their value
+  const std::uint64_t digit = at_least(chunk, '0') & ~at_least(chunk, '9' + 1);
+  const std::uint64_t letter = at_least(lower, 'a') & ~at_least(lower, 'f' + 1);
+  if ((digit | letter) != high) return false;
+  // Value of each byte: digits c & 0xf, letters (c & 0xf) + 9.
+  std::uint64_t v = (chunk & ones * 0x0f) + (letter >> 7) * 9;
+  // Pack nibbles: bytes [d0 d1 ... d7] (d0 most significant) into one word.
+  v = ((v << 4) | (v >> 8)) & 0x00ff00ff00ff00ffull;   // 16-bit lanes: d0d1, d2d3, ...
+  v = ((v << 8) | (v >> 16)) & 0x0000ffff0000ffffull;  // 32-bit lanes: d0d1d2d3, ...
+  v = (v << 16) | (v >> 32);
+  out = static_cast<std::uint32_t>(v);
+  return true;
+}
+
 }  // namespace
 
 bool parse_digest(std::string_view text, Digest& out) {
-  if (text.size() == 16) {  // every xxh3-64k/1 hash: one word, no shifting across words
-    std::uint64_t v = 0;
-    unsigned bad = 0;
-    for (char c : text) {
-      const unsigned d = kHexValue[static_cast<unsigned char>(c)];
-      bad |= d;
-      v = (v << 4) | (d & 0xf);
-    }
-    if (bad & 0xf0) return false;
-    out = Digest{0, v, 16};
+  if (text.size() == 16) {  // every xxh3-64k/1 hash
+    std::uint64_t first, second;
+    std::memcpy(&first, text.data(), 8);
+    std::memcpy(&second, text.data() + 8, 8);
+    std::uint32_t hi, lo;
+    if (!hex8(first, hi) || !hex8(second, lo)) return false;
+    out = Digest{0, (std::uint64_t{hi} << 32) | lo, 16};
     return true;
   }
   if (text.empty() || text.size() > 32) return false;

@@ -11,6 +11,7 @@ DTRACE_REPLAY_STEP=3 DTRACE_LEVEL=kernel DTRACE_SCOPE=bwd/layer.1/attn DTRACE_CA
 
 DTRACE_ISOLATE=bwd/layer.1/attn DTRACE_INPUTS="$WORK/cap" DTRACE_REPEAT=3 DTRACE_LEVEL=kernel \
   DTRACE_OUT="$WORK/layer.jsonl" "${argv[@]}" >/dev/null
+expect_status 0 "$DTRACE" check layer.jsonl
 for rank in 0 1; do
   steps=$(jq -r "select(.end and .rank == $rank) | .step" layer.jsonl | tr '\n' ' ')
   [ "$steps" = "0 1 2 " ] || fail "rank $rank repetitions: '$steps', expected 0 1 2"
@@ -22,8 +23,9 @@ for k in 0 1 2; do
   [ "$got" = "$want" ] || fail "repetition $k: layer outputs differ from the capture"
 done
 
+# Without DTRACE_LEVEL an isolated run records at kernel level (the run's was step).
 DTRACE_ISOLATE=bwd/layer.1/attn::softmax_grad DTRACE_INPUTS="$WORK/cap" DTRACE_REPEAT=2 \
-  DTRACE_LEVEL=kernel DTRACE_OUT="$WORK/op.jsonl" "${argv[@]}" >/dev/null
+  DTRACE_OUT="$WORK/op.jsonl" "${argv[@]}" >/dev/null
 ops=$(jq -r 'select(.scope) | .op' op.jsonl | sort -u)
 [ "$ops" = softmax_grad ] || fail "op isolation recorded ops: $ops"
 [ "$(jq -r 'select(.end) | .step' op.jsonl | sort -u | tr '\n' ' ')" = "0 1 " ] || fail "op isolation: wrong repetitions"

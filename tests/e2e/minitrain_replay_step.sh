@@ -15,6 +15,7 @@ for step in 7 1; do  # from checkpoint 6 with one step fast-forwarded; from init
   steps=$(records "replay-$step.jsonl" | jq -s '[.[].step] | unique | join(",")' -r)
   [ "$steps" = "$step" ] || fail "replay of step $step recorded steps $steps"
   grep -q '"io":"state"' "replay-$step.jsonl" || fail "replay of step $step recorded no state"
+  expect_status 0 "$DTRACE" check "replay-$step.jsonl"
   expect_status 0 "$DTRACE" diff run "replay-$step.jsonl"
 done
 [ "$before" = "$(snapshot)" ] || fail "a replay changed the run directory or the checkpoints"

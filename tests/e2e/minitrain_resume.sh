@@ -10,6 +10,7 @@ ls ck | grep -q tmp && fail "a temporary checkpoint file was left behind"
 mt --steps 12 --ranks 2 --level layer --checkpoint-dir ck --resume --out resumed
 first=$(grep -m1 '"scope"' resumed/rank0.jsonl | jq .step)
 [ "$first" -eq 8 ] || fail "resumed run starts at step $first, expected 8 (newest checkpoint)"
+expect_status 0 "$DTRACE" check resumed
 expect_status 0 "$DTRACE" diff full resumed
 grep -q 'steps 0-7 only in run A' "$WORK/out.txt" || fail "diff should name the steps only in the full run"
 

@@ -4,6 +4,7 @@
 # fused-ce-* in the loss metric only.
 . "$(dirname "$0")/minitrain-lib.sh"
 : "${TESTDATA:?}"
+for run in "$TESTDATA"/minitrain/*/; do expect_status 0 "$DTRACE" check "$run"; done
 expect_status 0 "$DTRACE" diff "$TESTDATA/minitrain/same-a" "$TESTDATA/minitrain/same-b"
 expect_status 1 "$DTRACE" diff --json "$TESTDATA/minitrain/splitk-a" "$TESTDATA/minitrain/splitk-b"
 [ "$(jq -r '.first.scope + " " + .first.role' out.txt)" = "fwd/layer.0/mlp origin" ] || fail "splitk: $(jq -c .first out.txt)"

@@ -46,8 +46,13 @@ std::string planted_json(minitrain::Planted planted, const minitrain::ModelShape
 // --deterministic-mode, only recorded without it.
 std::vector<std::pair<std::string, std::string>> environment(bool deterministic_mode) {
   if (!deterministic_mode) {
-    return dtrace::determinism::header_env(
-        dtrace::determinism::validate(dtrace::determinism::process_environment()));
+    // Only what is set: an unset variable's default is not in force here.
+    std::vector<std::pair<std::string, std::string>> env;
+    for (const auto& check :
+         dtrace::determinism::validate(dtrace::determinism::process_environment())) {
+      if (check.value && !check.defaulted) env.emplace_back(check.name, *check.value);
+    }
+    return env;
   }
   const auto applied = dtrace::determinism::apply();
   if (!applied.ok()) {
@@ -72,6 +77,16 @@ void print_summary(const minitrain::RunResult& result, const minitrain::Config& 
               static_cast<long long>(result.end_step - 1), result.mean_loss.front(),
               result.mean_loss.back(), result.mode == Mode::train ? ", run " : " (replay)",
               result.mode == Mode::train ? config.out.c_str() : "");
+  if (result.step_seconds > 0.0) {
+    const double bare = result.step_seconds - result.record_seconds;
+    const double tokens = static_cast<double>(result.tokens_per_step);
+    std::printf(
+        "minitrain: %s level: step %.2f ms, %.0f tokens/s; recording %.3f ms (%.2f%%); "
+        "without it %.2f ms, %.0f tokens/s\n",
+        std::string(dtrace::level_name(config.level)).c_str(), 1e3 * result.step_seconds,
+        tokens / result.step_seconds, 1e3 * result.record_seconds,
+        100.0 * result.record_seconds / result.step_seconds, 1e3 * bare, tokens / bare);
+  }
 }
 
 }  // namespace

@@ -150,14 +150,17 @@ void PlantedState::begin_repetition(int k) {
 
 int PlantedState::autotune_config() {
   // Both configurations run at about the same speed on a CPU, so which one
-  // "wins the timing" is noise; the chaos base plays the noise. Its low bit
-  // enters directly, so chaos seeds of different parity pick differently on
-  // every rank (a pinned pair that is known to diverge).
+  // "wins the timing" is noise, and the chaos base plays the noise: each rank
+  // (each process of a real job) tunes on its own. On rank 0 the base's low bit
+  // enters directly, so chaos seeds of different parity always pick
+  // differently there (a pinned pair known to diverge); two unpinned runs pick
+  // alike on every rank with probability 2^-ranks.
   if (autotune_pick < 0) {
-    const std::uint64_t noise =
-        mix_key(0x54494d45ULL, static_cast<std::uint64_t>(rank), kAutotuneTag,
-                static_cast<std::uint64_t>(autotune_generation));
-    autotune_pick = static_cast<int>((chaos_base ^ noise) & 1);
+    const auto r = static_cast<std::uint64_t>(rank);
+    const auto g = static_cast<std::uint64_t>(autotune_generation);
+    const std::uint64_t noise = mix_key(0x54494d45ULL, r, kAutotuneTag, g);
+    const std::uint64_t own = rank == 0 ? 0 : mix_key(chaos_base, r, kAutotuneTag, g);
+    autotune_pick = static_cast<int>((chaos_base ^ noise ^ own) & 1);
   }
   return autotune_pick;
 }

@@ -1,5 +1,6 @@
 #include "trace.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -45,9 +46,11 @@ void Trace::record(dtrace::Level level, std::string_view op, dtrace::RecordIo io
                    const std::vector<Arg>& args) {
   dtrace::Recorder* rec = recorder();
   if (rec == nullptr || !rec->wants(level)) return;
+  const auto started = std::chrono::steady_clock::now();
   for (const Arg& a : args) {
     rec->tensor(level, op, io, a.name, dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape});
   }
+  record_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 bool Trace::load_captured(std::string_view op, const std::vector<Arg>& ins) {

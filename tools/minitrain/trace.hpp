@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor.hpp"
@@ -47,6 +48,10 @@ class Trace {
   const Isolation& isolation() const { return isolation_; }
   // How many times the isolated target ran here (0: not found or not captured).
   int isolated_runs() const { return isolated_runs_; }
+  // Seconds spent handing records to the recorder since the last call, for the
+  // cost of recording measured in the same run as the step it slows.
+  double take_record_seconds() { return std::exchange(record_seconds_, 0.0); }
+  void add_record_seconds(double seconds) { record_seconds_ += seconds; }
 
   // A plain scope part ("fwd", "layer.1"); pops on destruction.
   class Scope {
@@ -89,6 +94,7 @@ class Trace {
   std::function<void(int)> on_repetition_;
   std::string path_;
   int isolated_runs_ = 0;
+  double record_seconds_ = 0.0;
 };
 
 }  // namespace minitrain

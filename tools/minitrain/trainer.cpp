@@ -43,6 +43,25 @@ void fill_batch(const std::string& corpus, const ModelShape& shape, int rank,
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Charges the time of a scope to the trace's recording account.
+class RecordTimer {
+ public:
+  explicit RecordTimer(Trace& trace) : trace_(trace), start_(Clock::now()) {}
+  ~RecordTimer() { trace_.add_record_seconds(seconds_since(start_)); }
+  RecordTimer(const RecordTimer&) = delete;
+  RecordTimer& operator=(const RecordTimer&) = delete;
+
+ private:
+  Trace& trace_;
+  Clock::time_point start_;
+};
+
 std::string read_corpus(const std::string& path, const ModelShape& shape) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("corpus " + path + ": cannot open");
@@ -97,7 +116,8 @@ class Session {
                             ? std::string("minitrain")
                             : fs::path(config_.out).lexically_normal().filename().string();
     options_.world_size = config_.ranks;
-    options_.level = config_.level;
+    // An isolated layer or op is recorded per kernel unless DTRACE_LEVEL says otherwise.
+    options_.level = isolation_.active() ? Level::kernel : config_.level;
     options_.env = env;
     options_.config_json = config_json(config_);
     options_.replay_argv = replay_argv(config_, executable);
@@ -126,6 +146,12 @@ class Session {
     result.first_step = first_recorded_;
     result.end_step = end_;
     result.isolated_runs = isolated_runs_;
+    if (timed_steps_ > 0) {
+      result.step_seconds = step_seconds_ / static_cast<double>(timed_steps_);
+      result.record_seconds = record_seconds_ / static_cast<double>(timed_steps_);
+    }
+    result.tokens_per_step =
+        static_cast<std::int64_t>(config_.ranks) * config_.shape.batch * config_.shape.seq;
     if (isolation_.active() && isolated_runs_ == 0) {
       throw Error("DTRACE_ISOLATE=" + *request_.isolate +
                   ": no rank ran it (no such layer or op in this model, or DTRACE_INPUTS lacks its "
@@ -152,6 +178,9 @@ class Session {
     std::int64_t data_position = 0;
     Xoshiro rng;
     Tensor grad_norm{std::vector<std::int64_t>{1}};
+    double total_step_seconds = 0.0;
+    double total_record_seconds = 0.0;
+    std::int64_t timed_steps = 0;
   };
 
   static std::uint64_t fresh_chaos() {
@@ -261,6 +290,11 @@ class Session {
       run_step(r, step);
       if (!request_.is_replay()) maybe_checkpoint(r, step + 1);
     }
+    if (rank == 0) {
+      timed_steps_ = r.timed_steps;
+      step_seconds_ = r.total_step_seconds;
+      record_seconds_ = r.total_record_seconds;
+    }
   }
 
   void maybe_checkpoint(Rank& r, std::int64_t next) {
@@ -302,12 +336,13 @@ class Session {
   }
 
   void run_step(Rank& r, std::int64_t step) {
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = Clock::now();
     r.planted.begin_step(step);
     fill_batch(corpus_, config_.shape, r.rank, r.data_position, r.model.inputs(),
                r.model.targets());
     dtrace::Recorder* rec = isolation_.active() ? nullptr : r.trace.recorder();
     if (rec != nullptr) {
+      RecordTimer timer(r.trace);
       rec->begin_step(step);
       record_state(r, *rec);
     }
@@ -325,6 +360,7 @@ class Session {
       });
     }
     if (rec != nullptr) {
+      RecordTimer timer(r.trace);
       auto scope = r.trace.scope("step");
       for (const ParamInfo& p : layout_.params) {
         rec->tensor(Level::step, "grads", RecordIo::out, p.name,
@@ -337,17 +373,34 @@ class Session {
       if (step >= first_recorded_) losses_[static_cast<std::size_t>(r.rank)].push_back(loss);
     }
     if (rec != nullptr) {
-      auto scope = r.trace.scope("step");
-      rec->scalar(Level::step, "loss", RecordIo::metric, "loss", "f32",
-                  std::bit_cast<std::uint32_t>(loss), loss);
-      const float norm = r.grad_norm.data[0];
-      rec->scalar(Level::step, "grad_norm", RecordIo::metric, "grad_norm", "f32",
-                  std::bit_cast<std::uint32_t>(norm), norm);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      rec->scalar(Level::step, "time", RecordIo::timing, "step_seconds", "f64",
-                  std::bit_cast<std::uint64_t>(seconds), seconds);
+      {
+        RecordTimer timer(r.trace);
+        auto scope = r.trace.scope("step");
+        rec->scalar(Level::step, "loss", RecordIo::metric, "loss", "f32",
+                    std::bit_cast<std::uint32_t>(loss), loss);
+        const float norm = r.grad_norm.data[0];
+        rec->scalar(Level::step, "grad_norm", RecordIo::metric, "grad_norm", "f32",
+                    std::bit_cast<std::uint32_t>(norm), norm);
+      }
+      // Timing records (never compared): the step so far, and the part of it
+      // spent recording. The end_step() flush after them counts in the totals.
+      {
+        auto scope = r.trace.scope("step");
+        const double step_seconds = seconds_since(started);
+        const double record_seconds = r.trace.take_record_seconds();
+        rec->scalar(Level::step, "time", RecordIo::timing, "step_seconds", "f64",
+                    std::bit_cast<std::uint64_t>(step_seconds), step_seconds);
+        rec->scalar(Level::step, "time", RecordIo::timing, "record_seconds", "f64",
+                    std::bit_cast<std::uint64_t>(record_seconds), record_seconds);
+        r.total_record_seconds += record_seconds;
+      }
+      const auto flush = Clock::now();
       rec->end_step();
+      r.total_record_seconds += seconds_since(flush);
+    }
+    if (step >= first_recorded_ && !isolation_.active()) {
+      r.total_step_seconds += seconds_since(started);
+      ++r.timed_steps;
     }
   }
 
@@ -395,6 +448,9 @@ class Session {
   std::mutex mutex_;
   std::exception_ptr error_;
   int isolated_runs_ = 0;
+  std::int64_t timed_steps_ = 0;  // rank 0's
+  double step_seconds_ = 0.0;
+  double record_seconds_ = 0.0;
 };
 
 }  // namespace

@@ -23,6 +23,12 @@ struct RunResult {
   std::int64_t end_step = 0;
   std::vector<double> mean_loss;  // per step run, the mean over ranks
   int isolated_runs = 0;          // repetitions run, all ranks together
+  // Rank 0's mean wall time per recorded step, and the part of it spent
+  // recording (handing records over, fingerprinting, flushing): the cost of
+  // recording, measured in the same run.
+  double step_seconds = 0.0;
+  double record_seconds = 0.0;
+  std::int64_t tokens_per_step = 0;  // all ranks together
 };
 
 // Runs the configuration. `env` goes into every header. Throws Error (or
