@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "log/reader.hpp"
@@ -81,6 +83,16 @@ Result<Arm> run_arm(const ArmPlan& plan, double timeout_s) {
   replay::Command command;
   command.argv = plan.argv;
   command.env = plan.env;
+  // An arm is a training run: replay variables left in the user's shell (a
+  // DTRACE_OUT from an earlier experiment) would turn it into a replay that
+  // writes no run. Empty counts as unset (dtrace-replay/1).
+  for (const char* name :
+       {"DTRACE_OUT", "DTRACE_REPLAY_STEP", "DTRACE_CAPTURE", "DTRACE_ISOLATE", "DTRACE_INPUTS",
+        "DTRACE_REPEAT", "DTRACE_STOP_AT", "DTRACE_RESUME_AT"}) {
+    const bool planned =
+        std::ranges::any_of(plan.env, [name](const auto& v) { return v.first == name; });
+    if (!planned && std::getenv(name) != nullptr) command.env.emplace_back(name, "");
+  }
   command.timeout_s = timeout_s;
   auto outcome = replay::run(command);
   if (!outcome) return Error{"arm " + plan.label + ": " + outcome.error().message};

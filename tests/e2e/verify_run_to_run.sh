@@ -11,7 +11,8 @@ jq -e '.compared.steps == [0, 2] and .compared.step_count == 3 and .compared.ran
 [ "$(jq -r '[.workload.arms[].label] | join(" ")' out.txt)" = "arm1 arm2" ] || fail "arms"
 [ ! -e mine ] || fail "an arm wrote the user's --out"
 
-expect_status 0 "$DTRACE" verify --arms 3 -- "$MINITRAIN" --steps 3 --out mine
+# Replay variables left in the shell do not turn the arms into replays.
+DTRACE_REPLAY_STEP=1 DTRACE_OUT=stray.jsonl expect_status 0 "$DTRACE" verify --arms 3 -- "$MINITRAIN" --steps 3 --out mine
 grep -q "^certified: run-to-run reproducibility (3 independent arms), bit-identical" out.txt ||
   fail "text certificate: $(cat out.txt)"
 grep -q "arm1 vs arm3 (run to run): identical, 3 steps (0-2) x 1 rank" out.txt || fail "arm1 vs arm3"
