@@ -77,7 +77,8 @@ std::string tax_to_text(const workflow::TaxReport& r) {
     << "\n";
   o << mode_line(r.deterministic) << mode_line(r.fast);
   o << "  arms: " << r.deterministic.arm_medians.size()
-    << " per mode, interleaved; each arm's first step left out (start-up)\n";
+    << " per mode, interleaved (ABBA); each arm's first step left out when it has more "
+       "(start-up)\n";
   o << "  deterministic arms " << identical_text(r.deterministic_identical) << ", fast arms "
     << identical_text(r.fast_identical) << "\n";
   for (const auto& note : r.notes) o << "  note: " << note << "\n";

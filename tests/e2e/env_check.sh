@@ -41,6 +41,10 @@ json_is valid false
 json_is exports null
 json_true '[v["reason"] for v in d["variables"] if not v["valid"]][0].startswith("TRITON_CACHE_AUTOTUNING=1, which requires TRITON_CACHE_DIR")'
 TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR=/shared/triton run_dtrace 0 env --check
+# Exports are quoted for the shell, so eval gives back the value as set.
+TRITON_CACHE_AUTOTUNING=1 TRITON_CACHE_DIR="/shared dir/it's" run_dtrace 0 env --exports
+[ "$(env -i sh -c "$(cat "$OUT")"'; printf %s "$TRITON_CACHE_DIR"')" = "/shared dir/it's" ] ||
+  fail "exports do not survive the shell: $(cat "$OUT")"
 
 # An invalid value is never exported: nothing on stdout, the reason on stderr.
 NCCL_ALGO=Tree run_dtrace 1 env --exports
