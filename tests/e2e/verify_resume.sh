@@ -12,9 +12,16 @@ jq -e '.compared.steps == [0, 3] and .compared.step_count == 4 and .compared.ran
 [ "$(jq -c '[.workload.comparisons[] | [.a, .b, .compared.steps]]' out.txt)" = \
   '[["full","stopped",[0,1]],["full","resumed",[2,3]]]' ] || fail "comparisons: $(jq -c .workload.comparisons out.txt)"
 
-expect_status 1 "$DTRACE" verify --json --resume-at 2 -- "$MINITRAIN" --steps 4 --nondet resume-rng --out mine
+expect_status 1 "$DTRACE" verify --json --keep kept --resume-at 2 -- "$MINITRAIN" --steps 4 --nondet resume-rng --out mine
 [ "$(jq -r '.first.step, (.first.arms | join(" ")), .first.name' out.txt | paste -sd' ')" = \
   "2 full resumed dropout_rng" ] || fail "resume-rng: $(jq -c .first out.txt)"
+# The kept arms are ordinary runs: the stopped arm's checkpoint is there, the
+# resumed arm's replay argv restores the way it ran, and bisect finds the restore.
+[ -f kept/checkpoints/stop-resume/ckpt-00000002.bin ] || fail "no checkpoint: $(ls -R kept/checkpoints)"
+replay_argv kept/resumed | grep -qx -- --resume-step || fail "resumed arm's replay argv lacks --resume-step"
+expect_status 1 "$DTRACE" diff kept/full kept/resumed
+expect_status 0 "$DTRACE" bisect --trust --json
+[ "$(jq -r .verdict out.txt)" = restore ] || fail "bisect of the kept arms: $(jq -c '{verdict, reached}' out.txt)"
 
 expect_status 2 "$DTRACE" verify --resume-at 2 -- env -u DTRACE_STOP_AT "$MINITRAIN" --steps 4 --out mine
 grep -q "does not honour DTRACE_STOP_AT=2" err.txt || fail "ignored stop: $(cat err.txt)"
