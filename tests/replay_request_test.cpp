@@ -128,10 +128,9 @@ TEST_CASE("a bad workflow variable is an error naming the variable and the value
   // A replay never writes the run directory or checkpoints.
   CHECK_THROWS_WITH(parse({{"DTRACE_REPLAY_STEP", "3"}, {"DTRACE_RUN_DIR", "/tmp/r"}}),
                     Contains("DTRACE_RUN_DIR=/tmp/r") && Contains("DTRACE_REPLAY_STEP"));
-  CHECK_THROWS_WITH(parse({{"DTRACE_ISOLATE", "fwd"},
-                           {"DTRACE_INPUTS", "/tmp/c"},
-                           {"DTRACE_STOP_AT", "3"}}),
-                    Contains("DTRACE_STOP_AT=3") && Contains("DTRACE_ISOLATE"));
+  CHECK_THROWS_WITH(
+      parse({{"DTRACE_ISOLATE", "fwd"}, {"DTRACE_INPUTS", "/tmp/c"}, {"DTRACE_STOP_AT", "3"}}),
+      Contains("DTRACE_STOP_AT=3") && Contains("DTRACE_ISOLATE"));
 }
 
 TEST_CASE("from_environment reads the process environment") {

@@ -41,8 +41,9 @@ void validate(const Config& c, bool replaying) {
   if (!replaying && c.out.empty()) throw Error("--out DIR is required");
   if (c.stop_at) {
     if (c.checkpoint_dir.empty()) {
-      throw Error("DTRACE_STOP_AT needs a checkpoint directory (--checkpoint-dir or "
-                  "DTRACE_CHECKPOINT_DIR) for the checkpoint it stops with");
+      throw Error(
+          "DTRACE_STOP_AT needs a checkpoint directory (--checkpoint-dir or "
+          "DTRACE_CHECKPOINT_DIR) for the checkpoint it stops with");
     }
     if (*c.stop_at >= c.steps) {
       throw Error("DTRACE_STOP_AT=" + std::to_string(*c.stop_at) + ": the run has only " +

@@ -419,9 +419,8 @@ void Model::mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>
   Arg dg = param("dg", g, blk.ln2_g), dlb = param("db", g, blk.ln2_b),
       dw1 = param("dw", g, blk.w_fc1), db1 = param("db", g, blk.b_fc1),
       dw2 = param("dw", g, blk.w_fc2), db2 = param("db", g, blk.b_fc2);
-  const bool atomic =
-      (planted.planted == Planted::atomic_bias_grad && l == shape_.n_layer - 1) ||
-      planted.fast_kernels;
+  const bool atomic = (planted.planted == Planted::atomic_bias_grad && l == shape_.n_layer - 1) ||
+                      planted.fast_kernels;
   trace.layer(
       "mlp",
       {arg("dy", dy), arg("x", x), arg("ln_out", a.ln_out), arg("ln_mean", a.ln_mean),

@@ -230,8 +230,8 @@ class Session {
     end_ = c.steps;
     if (c.stop_at) {
       if (*c.stop_at <= start_.step) {
-        throw Error("DTRACE_STOP_AT=" + std::to_string(*c.stop_at) +
-                    ": this run starts at step " + std::to_string(start_.step));
+        throw Error("DTRACE_STOP_AT=" + std::to_string(*c.stop_at) + ": this run starts at step " +
+                    std::to_string(start_.step));
       }
       end_ = *c.stop_at;
     }
