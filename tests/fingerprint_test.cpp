@@ -1,4 +1,5 @@
 #include "fingerprint/fingerprint.hpp"
+#include "fingerprint/xxh3.hpp"
 
 #include <xxhash.h>
 
@@ -77,4 +78,15 @@ TEST_CASE("fingerprint is order sensitive, unlike an XOR-sum") {
   a[0] = 1;
   b[65536] = 1;  // the same chunk contents, swapped
   CHECK(fingerprint(a.data(), a.size()) != fingerprint(b.data(), b.size()));
+}
+
+TEST_CASE("xxh3_64 (AVX2 where the CPU has it) equals libxxhash's XXH3_64bits") {
+  INFO("implementation: " << dtrace::xxh3_implementation());
+  const auto data = random_bytes(300000, 5);
+  for (std::size_t len = 0; len <= 4096; ++len) {
+    REQUIRE(dtrace::xxh3_64(data.data() + (len % 7), len) == XXH3_64bits(data.data() + (len % 7), len));
+  }
+  for (std::size_t len : {65535ul, 65536ul, 65537ul, 299993ul}) {
+    REQUIRE(dtrace::xxh3_64(data.data() + 3, len) == XXH3_64bits(data.data() + 3, len));
+  }
 }

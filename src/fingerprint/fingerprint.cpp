@@ -1,6 +1,6 @@
 #include "fingerprint/fingerprint.hpp"
 
-#include <xxhash.h>
+#include "fingerprint/xxh3.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -22,7 +22,7 @@ void hash_chunks(const unsigned char* data, std::size_t bytes, std::size_t first
   for (std::size_t i = first; i < last; ++i) {
     const std::size_t begin = i * kFingerprintChunk;
     const std::size_t size = std::min(kFingerprintChunk, bytes - begin);
-    digests[i] = XXH3_64bits(data + begin, size);
+    digests[i] = xxh3_64(data + begin, size);
   }
 }
 
@@ -33,7 +33,7 @@ std::uint64_t fingerprint_combine(std::uint64_t total_bytes, const std::uint64_t
   std::vector<std::uint64_t> buffer(count + 1);
   buffer[0] = total_bytes;
   if (count > 0) std::memcpy(buffer.data() + 1, digests, count * sizeof(std::uint64_t));
-  return XXH3_64bits(buffer.data(), buffer.size() * sizeof(std::uint64_t));
+  return xxh3_64(buffer.data(), buffer.size() * sizeof(std::uint64_t));
 }
 
 std::uint64_t fingerprint(const void* data, std::size_t bytes, unsigned threads) {
@@ -65,12 +65,12 @@ void FingerprintStream::update(const void* data, std::size_t bytes) {
     in += take;
     bytes -= take;
     if (pending_.size() == kFingerprintChunk) {
-      digests_.push_back(XXH3_64bits(pending_.data(), pending_.size()));
+      digests_.push_back(xxh3_64(pending_.data(), pending_.size()));
       pending_.clear();
     }
   }
   while (bytes >= kFingerprintChunk) {
-    digests_.push_back(XXH3_64bits(in, kFingerprintChunk));
+    digests_.push_back(xxh3_64(in, kFingerprintChunk));
     in += kFingerprintChunk;
     bytes -= kFingerprintChunk;
   }
@@ -79,7 +79,7 @@ void FingerprintStream::update(const void* data, std::size_t bytes) {
 
 std::uint64_t FingerprintStream::finish() {
   if (!pending_.empty()) {
-    digests_.push_back(XXH3_64bits(pending_.data(), pending_.size()));
+    digests_.push_back(xxh3_64(pending_.data(), pending_.size()));
     pending_.clear();
   }
   return fingerprint_combine(total_, digests_.data(), digests_.size());
