@@ -52,3 +52,12 @@ while read -r size want; do
 done <cuts
 [ "$n" -gt 100 ] || fail "only $n cuts"
 echo "$n cuts"
+
+# A file cut inside its header (the crash came before the first step): the
+# file is ignored with a note, and check says its rank is absent.
+head -c 40 whole/rank1.jsonl >cut/rank1.jsonl
+run_dtrace 1 check --json cut
+json_true '"cut/rank1.jsonl:1: header cut short (truncated by a crash?); file ignored" in d["notes"]'
+json_true '[v["rank"] for v in d["violations"] if v["kind"] == "rank-absent"] == [1]'
+run_dtrace 0 diff whole cut
+out_has "rank 1 only in run A"
