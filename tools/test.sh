@@ -25,7 +25,7 @@ fi
 
 if [ "$asan" = 1 ]; then
   # Any report is a failure: UBSan stops at the first, LSan checks every exit.
-  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
   asan_build=$build-asan
   [ -f "$asan_build/build.ninja" ] ||
