@@ -41,6 +41,12 @@ seed() {
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 mkdir -p "$build/artifacts"
+# fuzz_reader writes its run directory under TMPDIR; libFuzzer may leave by
+# _Exit, skipping the target's clean-up, so the directory is ours to empty.
+export TMPDIR=$PWD/$build/tmp
+rm -rf "$TMPDIR"
+mkdir -p "$TMPDIR"
+trap 'rm -rf "$TMPDIR"' EXIT
 status=0
 for target in "${targets[@]}"; do
   seed "$target"
