@@ -300,3 +300,34 @@ TEST_CASE("parse_digest reads 16 hex digits exactly as the digit-by-digit defini
     REQUIRE_FALSE(dtrace::log::parse_digest(bad, d));
   }
 }
+TEST_CASE("integers too long for the fast path are read by the full parser", "[parse]") {
+  // Found by tests/fuzz/fuzz_parse: the fast path accumulated every digit of a
+  // long seq into an int64 before refusing it (signed overflow, undefined).
+  Parse parse;
+  const std::string identity =
+      R"("scope":"fwd/l0","op":"gemm","io":"out","name":"y","dtype":"bf16","shape":[2],"hash":"00000000000000aa"})";
+  REQUIRE(parse(R"({"step":0,"rank":0,"seq":3,)" + identity).kind == LineKind::record);
+  const ParsedLine& largest = parse(R"({"step":9223372036854775807,"rank":0,"seq":3,)" + identity);
+  REQUIRE(largest.kind == LineKind::record);
+  CHECK(largest.record.step == INT64_MAX);
+  CHECK(parse(R"({"step":0,"rank":0,"seq":)" + std::string(110, '5') + "," + identity).problem ==
+        "field 'seq' must be an integer");
+  CHECK(parse(R"({"step":92233720368547758070,"rank":0,"seq":3,)" + identity).problem ==
+        "field 'step' must be an integer");
+  CHECK(parse(R"({"step":0,"rank":0,"end":true,"count":)" + std::string(40, '9') + "}").problem ==
+        "field 'count' must be an integer");
+  // A seq far past those seen is read right, with or without a template.
+  for (int round = 0; round < 2; ++round) {
+    const ParsedLine& far = parse(R"({"step":1,"rank":0,"seq":1000000,)" + identity);
+    REQUIRE(far.kind == LineKind::record);
+    CHECK(far.record.seq == 1000000);
+  }
+}
+
+TEST_CASE("lines that do not open a JSON value are not valid JSON", "[parse]") {
+  Parse parse;
+  CHECK(parse(std::string("\0\0\0", 3)).problem == "not valid JSON");
+  CHECK(parse("\xEF\xBB\xBF" + kScalar).problem == "not valid JSON");
+  CHECK(parse("garbage").problem == "not valid JSON");
+  CHECK(parse("[1,2,3]").problem == "not a JSON object");
+}

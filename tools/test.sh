@@ -1,12 +1,37 @@
 #!/usr/bin/env bash
-# Builds dtrace and runs the whole test suite (unit and end-to-end).
-#   tools/test.sh [BUILD_DIR]        (default: build)
+# Builds dtrace and runs the whole test suite (unit and end-to-end), then builds
+# it again with AddressSanitizer and UndefinedBehaviorSanitizer in BUILD_DIR-asan
+# and runs the suite there too.
+#   tools/test.sh [--plain] [BUILD_DIR]      (default: build)
+#   --plain    only the ordinary build (no sanitizers)
+#   --asan     only the sanitizer build
 set -euo pipefail
 cd "$(dirname "$0")/.."
+plain=1
+asan=1
+case "${1:-}" in
+  --plain) asan=0; shift ;;
+  --asan) plain=0; shift ;;
+esac
 build=${1:-build}
+jobs=${DTRACE_JOBS:-2}
 tools/setup-deps.sh
 # nvcc where the CUDA toolkit puts it, so CI compiles the GPU code (cuda=auto).
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
-[ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
-meson compile -C "$build"
-meson test -C "$build" --print-errorlogs
+
+if [ "$plain" = 1 ]; then
+  [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
+  meson compile -C "$build" -j "$jobs"
+  meson test -C "$build" --print-errorlogs --num-processes "$jobs"
+fi
+
+if [ "$asan" = 1 ]; then
+  # Any report is a failure: UBSan stops at the first, LSan checks every exit.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+  asan_build=$build-asan
+  [ -f "$asan_build/build.ninja" ] ||
+    meson setup "$asan_build" -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled >/dev/null
+  meson compile -C "$asan_build" -j "$jobs"
+  meson test -C "$asan_build" --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4
+fi

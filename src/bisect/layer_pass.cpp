@@ -15,7 +15,10 @@ std::string n(std::int64_t v) { return std::to_string(v); }
 Result<bool> restore_matches_run(Session& s, const Side& side, const std::string& replay_out) {
   Report& rep = s.report;
   auto replayed = load_step(replay_out, rep.rank, rep.step);
-  if (!replayed) return replayed.error();
+  if (!replayed) {
+    return Error{"replay of run " + std::string(1, side.name) + " wrote a log dtrace cannot read: " +
+                 replayed.error().message};
+  }
   if (!*replayed) {
     return Error{"replay of run " + std::string(1, side.name) + " wrote no complete step " + n(rep.step) +
                  " for rank " + n(rep.rank) + " to " + replay_out};

@@ -1,5 +1,6 @@
 #include "bisect/session.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -74,6 +75,25 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
                           outcome->describe();
     if (!outcome->stderr_tail.empty()) message += "; its stderr ends with:\n" + outcome->stderr_tail;
     return Error{message};
+  }
+  return check_replay_log(stage, side, variables);
+}
+
+// A replay that exits 0 must have written a log to DTRACE_OUT that opens as a
+// dtrace-fp/1 run; saying so here names the workload as the culprit, where a
+// later read would only name a temporary file that is gone by then.
+Result<void> Session::check_replay_log(const std::string& stage, const Side& side,
+                                       const Variables& variables) const {
+  const auto out = std::find_if(variables.begin(), variables.end(),
+                                [](const auto& v) { return v.first == "DTRACE_OUT"; });
+  if (out == variables.end()) return {};
+  const std::string who = "replay of run " + std::string(1, side.name) + " (" + stage + ")";
+  std::error_code ec;
+  if (!fs::exists(out->second, ec) || fs::file_size(out->second, ec) == 0 || ec) {
+    return Error{who + " exited 0 but wrote nothing to DTRACE_OUT; does the workload speak dtrace-replay/1?"};
+  }
+  if (auto reader = log::RunReader::open(out->second); !reader) {
+    return Error{who + " wrote a log dtrace cannot read: " + reader.error().message};
   }
   return {};
 }

@@ -33,7 +33,8 @@ class Session {
   std::string path(const std::string& name) const { return workdir_ + "/" + name; }
 
   // Runs side's command with `variables` added; trouble (it could not start,
-  // crashed, exited nonzero, timed out) is an Error with the tail of its stderr.
+  // crashed, exited nonzero, timed out) is an Error with the tail of its stderr,
+  // and so is exiting 0 without a readable log in DTRACE_OUT.
   Result<void> replay(const std::string& stage, const Side& side, const Variables& variables);
 
   const Options& options;
@@ -41,6 +42,8 @@ class Session {
   Side a, b;
 
  private:
+  Result<void> check_replay_log(const std::string& stage, const Side& side,
+                                const Variables& variables) const;
   const Progress& progress_;
   std::string workdir_;
   bool remove_ = false;

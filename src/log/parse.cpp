@@ -279,7 +279,12 @@ void LineParser::parse_full(std::string_view line, Intern& intern, ParsedLine& o
   if (auto error = doc.get_object().get(object); error != simdjson::SUCCESS) {
     // Only a well-formed value of another type is "not an object"; a line cut
     // short or otherwise broken is not JSON at all.
-    malformed(out, error == simdjson::INCORRECT_TYPE ? "not a JSON object" : "not valid JSON");
+    // simdjson says "incorrect type" for anything that does not open an object,
+    // NUL bytes and a stray byte-order mark included.
+    const auto start = line.find_first_not_of(" \t");
+    const bool value_start = start != std::string_view::npos &&
+                             std::string_view("[\"-0123456789tfn").find(line[start]) != std::string_view::npos;
+    malformed(out, error == simdjson::INCORRECT_TYPE && value_start ? "not a JSON object" : "not valid JSON");
     return;
   }
   unsigned seen = 0;
@@ -347,11 +352,45 @@ Result<void> check_format(const std::string& format) {
   return {};
 }
 
+// True when arrays and objects in `text` nest deeper than `limit`. nlohmann/json
+// parses any depth, but copying or printing a value recurses once per level, so
+// a header nested a hundred thousand deep would overflow the stack later.
+bool nested_deeper_than(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<Header> parse_header(std::string_view line) {
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error{"header is not valid JSON"};
+  // simdjson's default limit, which record lines are held to as well.
+  constexpr int kMaxNesting = 1024;
+  if (nested_deeper_than(line, kMaxNesting)) {
+    return Error{"header nested deeper than " + std::to_string(kMaxNesting) + " levels"};
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::out_of_range&) {
+    // nlohmann/json refuses numbers beyond a double's range, which JSON allows.
+    return Error{"header has a number beyond the range of a double: this reader cannot hold it"};
+  } catch (const nlohmann::json::exception&) {
+    return Error{"header is not valid JSON"};
+  }
   if (!j.is_object()) return Error{"header is not a JSON object"};
   Header h;
   auto text_field = [&](const char* key, std::string& out, bool required) -> Result<void> {

@@ -24,12 +24,15 @@ bool take_int(std::string_view& s, std::int64_t& out) {
   if (negative) ++i;
   const std::size_t first = i;
   std::int64_t v = 0;
+  // Accumulate 18 digits at most: 19 could overflow (undefined behaviour even
+  // though the value would then be refused).
   while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+    if (i - first == 18) return false;
     v = v * 10 + (s[i] - '0');
     ++i;
   }
   const std::size_t digits = i - first;
-  if (digits == 0 || digits > 18 || (digits > 1 && s[first] == '0')) return false;
+  if (digits == 0 || (digits > 1 && s[first] == '0')) return false;
   out = negative ? -v : v;
   s.remove_prefix(i);
   return true;

@@ -36,12 +36,19 @@ class CanonicalLines {
     Shape s;
     if (!split(line, s) || s.end_record || s.seq < 0 || s.seq >= kMaxTemplates) return;
     const auto index = static_cast<std::size_t>(s.seq);
-    if (index >= templates_.size()) templates_.resize(index + 1);
+    // Templates are indexed by seq, which recorders number densely from 0. A
+    // far larger seq is left to the full parser: one line with seq 1000000
+    // must not cost a million templates' memory.
+    if (index >= templates_.size()) {
+      if (index > 2 * learned_ + 1024) return;
+      templates_.resize(index + 1);
+    }
     Template& t = templates_[index];
     if (t.valid && t.identity == s.identity) return;
     if (!identity_fields_only(s.identity)) return;
     t.identity.assign(s.identity);
     t.record = parsed;
+    if (!t.valid) ++learned_;
     t.valid = true;
   }
 
@@ -63,6 +70,7 @@ class CanonicalLines {
     bool valid = false;
   };
   std::vector<Template> templates_;
+  std::size_t learned_ = 0;  // templates valid
 };
 
 }  // namespace dtrace::log

@@ -24,6 +24,11 @@ namespace fs = std::filesystem;
 // memory bounded on garbage input.
 constexpr std::size_t kMaxLine = 16u << 20;
 constexpr std::size_t kReadSize = 1u << 20;
+// A file parked between visits (more files than kMaxOpenFiles) reads again
+// from where it stopped: reading a whole kReadSize then would re-read and
+// discard most of it on every visit, quadratic in the file's length. It reads
+// about twice what its last visit consumed instead.
+constexpr std::size_t kMinReadSize = 4096;
 // Runs of thousands of rank files must not exhaust file descriptors.
 constexpr std::size_t kMaxOpenFiles = 64;
 
@@ -85,7 +90,10 @@ class FileCursor {
   // Releases the descriptor and buffer; the next read reopens at the same place.
   void park() {
     if (fd_ < 0) return;
-    resume_at_ = file_offset_ - (end_ - begin_);
+    const std::uint64_t consumed = file_offset_ - (end_ - begin_) - resume_at_;
+    resume_at_ += consumed;
+    read_size_ = std::clamp<std::size_t>((2 * consumed + kMinReadSize - 1) / kMinReadSize * kMinReadSize,
+                                         kMinReadSize, kReadSize);
     ::close(fd_);
     fd_ = -1;
     std::vector<char>().swap(buffer_);
@@ -107,7 +115,7 @@ class FileCursor {
       return Error{path_ + ": cannot seek: " + errno_text()};
     }
     file_offset_ = resume_at_;
-    buffer_.assign(kReadSize + kLinePadding, '\0');
+    buffer_.assign(read_size_ + kLinePadding, '\0');
     begin_ = end_ = 0;
     eof_ = false;
     return {};
@@ -121,12 +129,12 @@ class FileCursor {
       end_ -= begin_;
       begin_ = 0;
     }
-    if (buffer_.size() - kLinePadding - end_ < kReadSize / 2) {
+    if (buffer_.size() - kLinePadding - end_ < read_size_ / 2) {
       if (end_ > kMaxLine) {
         return Error{path_ + ":" + std::to_string(line_number_ + 1) + ": line longer than " +
                      std::to_string(kMaxLine >> 20) + " MiB: not a dtrace-fp/1 record"};
       }
-      buffer_.resize(buffer_.size() * 2);
+      buffer_.resize(std::max(buffer_.size() * 2, read_size_ + kLinePadding));
     }
     const std::size_t room = buffer_.size() - kLinePadding - end_;
     ssize_t got;
@@ -135,6 +143,8 @@ class FileCursor {
     } while (got < 0 && errno == EINTR);
     if (got < 0) return Error{path_ + ": read failed: " + errno_text()};
     if (got == 0) eof_ = true;
+    // A file read on and on (not parked) goes back to large reads.
+    if (static_cast<std::size_t>(got) == room) read_size_ = std::min(read_size_ * 2, kReadSize);
     end_ += static_cast<std::size_t>(got);
     file_offset_ += static_cast<std::uint64_t>(got);
     std::memset(buffer_.data() + end_, 0, kLinePadding);
@@ -148,6 +158,7 @@ class FileCursor {
   std::size_t begin_ = 0, end_ = 0;
   std::uint64_t file_offset_ = 0;
   std::uint64_t resume_at_ = 0;
+  std::size_t read_size_ = kReadSize;
   std::uint64_t line_number_ = 0;
   bool eof_ = false;
   bool finished_ = false;
@@ -187,13 +198,34 @@ struct RunReader::Impl {
   std::size_t typical_step_size = 0;  // records of the last step completed: a capacity hint
 };
 
-Result<std::vector<std::string>> list_run_files(const std::string& path) {
+namespace {
+
+// What a path is that is not a regular file or directory, for messages.
+std::string kind_of(const fs::file_status& status) {
+  switch (status.type()) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::not_found: return "a dangling symbolic link";
+    default: return "not a regular file";
+  }
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> list_run_files(const std::string& path,
+                                                std::vector<std::string>* skipped) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) return Error{path + ": no such run (file or directory)"};
+  if (ec && ec != std::errc::no_such_file_or_directory) return Error{path + ": cannot open: " + ec.message()};
+  if (!fs::exists(status)) return Error{path + ": no such run (file or directory)"};
   if (fs::is_regular_file(status)) return std::vector<std::string>{path};
-  if (!fs::is_directory(status)) return Error{path + ": not a file or directory"};
-  std::vector<std::string> files;
+  if (!fs::is_directory(status)) {
+    return Error{path + ": " + kind_of(status) + ", not a run (a .jsonl file or a directory of them)"};
+  }
+  std::vector<std::string> files, not_files;
   fs::directory_iterator it(path, ec), end;
   if (ec) return Error{path + ": cannot read directory: " + ec.message()};
   for (; it != end; it.increment(ec)) {
@@ -201,12 +233,26 @@ Result<std::vector<std::string>> list_run_files(const std::string& path) {
     const fs::path& entry = it->path();
     if (entry.extension() != ".jsonl") continue;
     std::error_code entry_ec;
-    if (!fs::is_regular_file(fs::status(entry, entry_ec))) continue;  // dangling links too
-    files.push_back(entry.string());
+    const auto entry_status = fs::status(entry, entry_ec);
+    if (fs::is_regular_file(entry_status)) {
+      files.push_back(entry.string());
+    } else {
+      const std::string why = entry_ec && entry_ec != std::errc::no_such_file_or_directory
+                                  ? entry_ec.message()
+                                  : kind_of(entry_status);
+      not_files.push_back(entry.string() + ": " + why);
+    }
   }
   if (ec) return Error{path + ": cannot read directory: " + ec.message()};
+  std::sort(not_files.begin(), not_files.end());
+  if (files.empty() && !not_files.empty()) {
+    return Error{not_files.front() + ", not a file: " + path + " has no *.jsonl file to read"};
+  }
   if (files.empty()) return Error{path + ": a directory without *.jsonl files is not a run"};
   std::sort(files.begin(), files.end());
+  if (skipped != nullptr) {
+    for (const std::string& s : not_files) skipped->push_back(s + ", ignored");
+  }
   return files;
 }
 
@@ -218,9 +264,11 @@ std::string RunReader::location(const Record& record) const {
 }
 
 Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path) {
-  auto files = list_run_files(path);
+  std::vector<std::string> skipped;
+  auto files = list_run_files(path, &skipped);
   if (!files) return files.error();
   std::unique_ptr<RunReader> reader(new RunReader(std::make_unique<Impl>()));
+  reader->notes_ = std::move(skipped);
   reader->path_ = path;
   Impl& impl = *reader->impl_;
   for (const std::string& file : *files) {

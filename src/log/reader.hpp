@@ -65,6 +65,10 @@ class RunReader {
 };
 
 // The files that make up a run at `path`, sorted; an Error if there are none.
-Result<std::vector<std::string>> list_run_files(const std::string& path);
+// Entries named *.jsonl that are not regular files (directories, FIFOs,
+// sockets, dangling links, symlink loops) are skipped, and when `skipped` is
+// given each gets a line there saying why: opening a FIFO would block forever.
+Result<std::vector<std::string>> list_run_files(const std::string& path,
+                                                std::vector<std::string>* skipped = nullptr);
 
 }  // namespace dtrace::log

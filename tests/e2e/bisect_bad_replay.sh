@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `dtrace bisect --replay` with a workload that hangs, crashes, writes garbage
+# or writes nothing: exit 2 with a message naming what went wrong, no temporary
+# files left in TMPDIR, and no process of the workload left running (the
+# runner kills the replay's process group).
+. "$(dirname "$0")/minitrain-lib.sh"
+
+mt --steps 2 --nondet splitk --out a
+mt --steps 2 --nondet splitk --out b
+expect_status 1 "$DTRACE" diff a b
+
+# Fake workloads: each records its pid (and a child's) in $MARKS.
+MARKS=$WORK/marks
+mkdir -p "$MARKS" fake
+cat >fake/hang.sh <<'SH'
+#!/bin/sh
+sleep 1000 &
+echo $! >"$MARKS/hang.child"
+echo $$ >"$MARKS/hang.pid"
+wait
+SH
+cat >fake/crash.sh <<'SH'
+#!/bin/sh
+echo $$ >"$MARKS/crash.pid"
+echo "about to crash" >&2
+kill -SEGV $$
+SH
+cat >fake/garbage.sh <<'SH'
+#!/bin/sh
+echo $$ >"$MARKS/garbage.pid"
+printf 'this is not a log\n\001\002\003' >"$DTRACE_OUT"
+SH
+cat >fake/binary.sh <<'SH'
+#!/bin/sh
+echo $$ >"$MARKS/binary.pid"
+head -c 100000 /dev/urandom >"$DTRACE_OUT"
+SH
+cat >fake/nothing.sh <<'SH'
+#!/bin/sh
+echo $$ >"$MARKS/nothing.pid"
+exit 0
+SH
+chmod +x fake/*.sh
+export MARKS
+
+# bisect_fails NAME EXPECTED: bisect with fake/NAME.sh exits 2, its one-line
+# error contains EXPECTED, and it leaves no temp file or process behind.
+bisect_fails() {
+  local name=$1 want=$2 tmp=$WORK/tmp-$1
+  mkdir -p "$tmp"
+  local got=0 start=$SECONDS
+  TMPDIR=$tmp "$DTRACE" bisect --replay "$WORK/fake/$name.sh" --timeout 3 a b \
+    >"$WORK/out.txt" 2>"$WORK/err.txt" || got=$?
+  [ "$got" = 2 ] || { cat "$WORK/err.txt" >&2; fail "$name: exit $got, expected 2"; }
+  grep -q "^dtrace: error: .*$want" "$WORK/err.txt" ||
+    { cat "$WORK/err.txt" >&2; fail "$name: the error does not say '$want'"; }
+  [ -z "$(ls -A "$tmp")" ] || fail "$name: left in TMPDIR: $(ls -A "$tmp")"
+  [ $((SECONDS - start)) -lt 60 ] || fail "$name: took $((SECONDS - start)) s"
+  local pidfile
+  for pidfile in "$MARKS/$name".*; do
+    [ -e "$pidfile" ] || fail "$name: the workload did not run"
+    # Killed processes whose parent died first wait as zombies for init to reap them.
+    local state
+    state=$(ps -o stat= -p "$(cat "$pidfile")" 2>/dev/null || true)
+    case "$state" in
+      "" | Z*) ;;
+      *) fail "$name: process $(cat "$pidfile") ($(basename "$pidfile")) still runs (state $state)" ;;
+    esac
+  done
+}
+
+bisect_fails hang "timed out after 3 s"
+bisect_fails crash "killed by signal 11"
+grep -q "about to crash" "$WORK/err.txt" || fail "crash: its stderr is not shown"
+bisect_fails garbage "not valid JSON"
+bisect_fails binary ":1: "
+bisect_fails nothing "exited 0 but wrote nothing to DTRACE_OUT"
+echo ok
