@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "cli/arm_progress.hpp"
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "report/tax_report.hpp"
@@ -36,14 +37,7 @@ void add_tax(CLI::App& app, int& exit_status) {
   cmd->callback([args, &exit_status] {
     workflow::TaxOptions options = args->options;
     if (args->timeout > 0) options.timeout_s = args->timeout;
-    auto progress = [](const workflow::ArmPlan& plan, const workflow::Arm* done) {
-      if (done == nullptr) {
-        spdlog::info("[{}] running: {}", plan.label, workflow::command_line(plan));
-      } else {
-        spdlog::info("[{}] done in {:.2f} s", plan.label, done->seconds);
-      }
-    };
-    auto report = workflow::measure_tax(options, progress);
+    auto report = workflow::measure_tax(options, log_arm);
     if (!report) throw Failure(report.error().message);
     if (args->json) {
       std::cout << report::tax_to_json(*report).dump(2) << "\n";

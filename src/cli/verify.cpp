@@ -5,25 +5,13 @@
 
 #include <iostream>
 
+#include "cli/arm_progress.hpp"
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "replay/runner.hpp"
 #include "report/verify_report.hpp"
 
 namespace dtrace::cli {
-
-namespace {
-
-// Progress goes to stderr, so stdout holds the certificate (or JSON) alone.
-void log_arm(const workflow::ArmPlan& plan, const workflow::Arm* done) {
-  if (done == nullptr) {
-    spdlog::info("[{}] running: {}", plan.label, workflow::command_line(plan));
-  } else {
-    spdlog::info("[{}] done in {:.2f} s", plan.label, done->seconds);
-  }
-}
-
-}  // namespace
 
 void add_verify(CLI::App& app, int& exit_status) {
   struct Args {
