@@ -15,7 +15,13 @@ case "$LIBDIR" in /*) libdir="$scratch/root$LIBDIR" ;; *) libdir="$root/$LIBDIR"
 
 # pkg-config relocated to the scratch root, as for a package built with DESTDIR.
 flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix="$root" --cflags --libs dtrace)
-${CC:-cc} -std=c99 -Wall -Wextra -Werror -o "$scratch/fingerprint_file" \
+# A sanitizer build's libdtrace needs the sanitizer runtime loaded first: the
+# C program is then built with the same sanitizers, as its users would be.
+sanitize=""
+if ldd "$(ls "$libdir"/libdtrace.so* | head -n1)" | grep -q libasan; then
+  sanitize="-fsanitize=address,undefined"
+fi
+${CC:-cc} -std=c99 -Wall -Wextra -Werror $sanitize -o "$scratch/fingerprint_file" \
   "$SOURCE_ROOT/tests/capi/fingerprint_file.c" $flags
 
 head -c 200003 /dev/urandom >"$scratch/input.bin"
