@@ -1,8 +1,6 @@
 // `dtrace tax [--arms N] [--json] -- CMD ARGS`.
 #include "workflow/tax.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <iostream>
 
 #include "cli/arm_progress.hpp"

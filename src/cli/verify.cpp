@@ -1,8 +1,6 @@
 // `dtrace verify [--arms N] [--resume-at K] [--control 'ARGV'] [--json] -- CMD ARGS`.
 #include "workflow/verify.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <iostream>
 
 #include "cli/arm_progress.hpp"
