@@ -6,7 +6,7 @@ packages=(meson ninja-build g++ pkg-config libcli11-dev libspdlog-dev nlohmann-j
           libxxhash-dev catch2 libsimdjson-dev python3 jq bc)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 sudo=""

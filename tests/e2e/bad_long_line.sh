@@ -13,7 +13,7 @@ F=run/rank1.jsonl
 
 # Sanitizers (tools/test.sh's second build) add shadow memory and a quarantine.
 bound=150000
-ldd "$DTRACE" | grep -q libasan && bound=400000
+ldd "$DTRACE" | grep libasan >/dev/null && bound=400000
 
 /usr/bin/time -f %M -o "$WORK/rss" "$DTRACE" check run >"$OUT" 2>"$ERR" && fail "check passed"
 trouble_is "$F:3: line longer than 16 MiB"

@@ -18,9 +18,10 @@ flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-variable=prefix=
 # A sanitizer build's libdtrace needs the sanitizer runtime loaded first: the
 # C program is then built with the same sanitizers, as its users would be.
 sanitize=""
-if ldd "$(ls "$libdir"/libdtrace.so* | head -n1)" | grep -q libasan; then
-  sanitize="-fsanitize=address,undefined"
-fi
+# (ldd's output is taken whole first: `ldd | grep -q` under pipefail can read as
+# "no match" when grep exits early and ldd dies of SIGPIPE.)
+needed=$(ldd "$libdir/libdtrace.so")
+case "$needed" in *libasan*) sanitize="-fsanitize=address,undefined" ;; esac
 ${CC:-cc} -std=c99 -Wall -Wextra -Werror $sanitize -o "$scratch/fingerprint_file" \
   "$SOURCE_ROOT/tests/capi/fingerprint_file.c" $flags
 

@@ -23,6 +23,6 @@ ls "$WORK" | grep -vqE '^(run|ck|replay-[0-9]+\.jsonl|out\.txt|err\.txt)$' && fa
 
 # DTRACE_LEVEL overrides the run's level; DTRACE_SCOPE limits kernel records.
 DTRACE_REPLAY_STEP=2 DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/layer.1 DTRACE_OUT="$WORK/scoped.jsonl" "${argv[@]}" >/dev/null
-jq -r 'select(.op == "gemm_fc1") | .scope' scoped.jsonl | sort -u | grep -qx fwd/layer.1/mlp || fail "no kernel records in scope"
-jq -r 'select(.op == "gemm_fc1") | .scope' scoped.jsonl | grep -q layer.0 && fail "kernel records outside DTRACE_SCOPE"
+jq -r 'select(.op == "gemm_fc1") | .scope' scoped.jsonl | sort -u | grep -x fwd/layer.1/mlp >/dev/null || fail "no kernel records in scope"
+jq -r 'select(.op == "gemm_fc1") | .scope' scoped.jsonl | grep layer.0 >/dev/null && fail "kernel records outside DTRACE_SCOPE"
 echo ok

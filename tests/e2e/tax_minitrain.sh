@@ -16,7 +16,7 @@ jq -e '.deterministic_identical == true and .fast_identical == false' out.txt >/
   fail "arm order: $(jq -c '[.arms[].label]' out.txt)"
 # The fast arms say so in their header, and a replay of them would use the same kernels.
 [ "$(head -n1 kept/fast.1/rank0.jsonl | jq .config.fast_kernels)" = true ] || fail "fast_kernels not in config"
-replay_argv kept/fast.1 | grep -qx -- --fast-kernels || fail "replay argv lacks --fast-kernels"
+replay_argv kept/fast.1 | grep -x -- --fast-kernels >/dev/null || fail "replay argv lacks --fast-kernels"
 [ "$(head -n1 kept/deterministic.1/rank0.jsonl | jq .config.fast_kernels)" = null ] || fail "deterministic arm fast"
 
 expect_status 0 "$DTRACE" tax --arms 1 -- "$MINITRAIN" --steps 3 --out mine

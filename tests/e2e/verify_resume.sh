@@ -18,7 +18,7 @@ expect_status 1 "$DTRACE" verify --json --keep kept --resume-at 2 -- "$MINITRAIN
 # The kept arms are ordinary runs: the stopped arm's checkpoint is there, the
 # resumed arm's replay argv restores the way it ran, and bisect finds the restore.
 [ -f kept/checkpoints/stop-resume/ckpt-00000002.bin ] || fail "no checkpoint: $(ls -R kept/checkpoints)"
-replay_argv kept/resumed | grep -qx -- --resume-step || fail "resumed arm's replay argv lacks --resume-step"
+replay_argv kept/resumed | grep -x -- --resume-step >/dev/null || fail "resumed arm's replay argv lacks --resume-step"
 expect_status 1 "$DTRACE" diff kept/full kept/resumed
 expect_status 0 "$DTRACE" bisect --trust --json
 [ "$(jq -r .verdict out.txt)" = restore ] || fail "bisect of the kept arms: $(jq -c '{verdict, reached}' out.txt)"
