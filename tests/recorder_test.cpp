@@ -101,6 +101,35 @@ TEST_CASE("a normal run writes a header and records that RunReader reads back") 
   CHECK(loss.value == 1.0);
 }
 
+TEST_CASE("a fingerprint taken ahead of time is written as given, the bytes not hashed again") {
+  TempDir dir;
+  auto options = options_for(dir / "run");
+  std::vector<float> x(70000);  // more than one 64 KiB chunk
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.25f;
+  const std::uint64_t ahead = dtrace::host_fingerprint(x.data(), x.size() * sizeof(float));
+  // host_fingerprint is the recorder's own fingerprint, whatever the threads.
+  CHECK(ahead == dtrace::fingerprint(x.data(), x.size() * sizeof(float), 2));
+  {
+    auto recorder = Recorder::open(options, ReplayRequest{});
+    recorder->begin_step(0);
+    recorder->tensor(Level::step, "param", RecordIo::state, "hashed", view(x, {70000}));
+    dtrace::TensorView given = view(x, {70000});
+    given.fingerprint = ahead;
+    recorder->tensor(Level::step, "param", RecordIo::state, "given", given);
+    // A different value proves the recorder trusts the fingerprint it is handed
+    // (it is the program's promise; checking it would cost what it saves).
+    dtrace::TensorView trusted{x.data(), x.size() * sizeof(float), "f32", {70000}, 0x1234u};
+    recorder->tensor(Level::step, "param", RecordIo::state, "trusted", trusted);
+    recorder->end_step();
+  }
+  auto run = read_run(dir / "run");
+  const auto& records = run.step(0, 0).records;
+  REQUIRE(records.size() == 3);
+  CHECK(records[0].digest.hex() == dtrace::to_hex16(ahead));
+  CHECK(records[1].digest.hex() == dtrace::to_hex16(ahead));
+  CHECK(records[2].digest.hex() == "0000000000001234");
+}
+
 TEST_CASE("scalars carry the dtype's exact bit pattern") {
   TempDir dir;
   {

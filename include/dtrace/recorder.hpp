@@ -43,11 +43,31 @@ enum class RecordIo { in, out, state, metric, timing };
 
 // A tensor in host memory, contiguous, in logical (row-major) element order.
 struct TensorView {
+  // A constructor rather than an aggregate, so that `{data, bytes, dtype,
+  // shape}` keeps compiling warning-free (-Wmissing-field-initializers) now
+  // that an optional fingerprint follows.
+  TensorView() = default;
+  TensorView(const void* data_, std::size_t bytes_, std::string_view dtype_,
+             std::vector<std::int64_t> shape_,
+             std::optional<std::uint64_t> fingerprint_ = std::nullopt)
+      : data(data_), bytes(bytes_), dtype(dtype_), shape(std::move(shape_)),
+        fingerprint(fingerprint_) {}
+
   const void* data = nullptr;
   std::size_t bytes = 0;
   std::string_view dtype;            // "f32", "bf16", "i32", ...
   std::vector<std::int64_t> shape;
+  // The xxh3-64k/1 fingerprint of these bytes when the program already has it
+  // (computed on the device, or while the bytes were still hot in cache right
+  // after the kernel that wrote them); the recorder then writes it instead of
+  // hashing `data` again. It must be dtrace::fingerprint of exactly these
+  // bytes: the recorder cannot check it without doing the work it saves.
+  std::optional<std::uint64_t> fingerprint;
 };
+
+// xxh3-64k/1 of host bytes on the calling thread (DESIGN.md §2): what the
+// recorder would compute, for a TensorView::fingerprint taken ahead of time.
+std::uint64_t host_fingerprint(const void* data, std::size_t bytes);
 
 // What a replay asked for through the environment (DESIGN.md §5). Read once at
 // start-up with from_environment(); an invalid value throws RecorderError naming

@@ -23,6 +23,10 @@
 
 namespace dtrace {
 
+std::uint64_t host_fingerprint(const void* data, std::size_t bytes) {
+  return fingerprint(data, bytes, 1);
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -214,7 +218,8 @@ class RankRecorder final : public Recorder {
     record.dtype = tensor.dtype;
     record.has_shape = true;
     record.shape = tensor.shape;
-    record.digest = log::Digest::from_u64(fingerprint(tensor.data, tensor.bytes, 0));
+    record.digest = log::Digest::from_u64(
+        tensor.fingerprint ? *tensor.fingerprint : fingerprint(tensor.data, tensor.bytes, 0));
     log::append_record_line(lines_, record);
     if (capture_ && inside_requested_scope()) {
       const std::string file = recording::capture_file_name(rank_, *step_, record.seq);

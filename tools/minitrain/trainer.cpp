@@ -178,6 +178,15 @@ class Session {
     std::int64_t data_position = 0;
     Xoshiro rng;
     Tensor grad_norm{std::vector<std::int64_t>{1}};
+    // Fingerprints of each parameter's value and moments as the optimizer left
+    // them, taken per tensor right after AdamW wrote it (still in cache), for
+    // the state records of step `step`. Hashing them again at the start of that
+    // step, after the training loop has evicted them, cost twice as much.
+    struct StateDigests {
+      std::int64_t step = -1;  // -1: none valid
+      std::vector<std::uint64_t> params, adam_m, adam_v;
+    };
+    StateDigests state_digests{};
     double total_step_seconds = 0.0;
     double total_record_seconds = 0.0;
     std::int64_t timed_steps = 0;
@@ -316,17 +325,22 @@ class Session {
     comm_.barrier();
   }
 
-  void record_state(Rank& r, dtrace::Recorder& rec) {
+  void record_state(Rank& r, std::int64_t step, dtrace::Recorder& rec) {
     auto scope = r.trace.scope("step");
-    auto put = [&](std::string_view op, std::vector<float>& flat) {
-      for (const ParamInfo& p : layout_.params) {
-        rec.tensor(Level::step, op, RecordIo::state, p.name,
-                   {flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape});
+    const bool ahead = r.state_digests.step == step;
+    auto put = [&](std::string_view op, std::vector<float>& flat,
+                   const std::vector<std::uint64_t>& digests) {
+      for (std::size_t i = 0; i < layout_.params.size(); ++i) {
+        const ParamInfo& p = layout_.params[i];
+        dtrace::TensorView view{flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape};
+        if (ahead) view.fingerprint = digests[i];
+        rec.tensor(Level::step, op, RecordIo::state, p.name, view);
       }
     };
-    put("param", r.params);
-    put("adam_m", r.adam_m);
-    put("adam_v", r.adam_v);
+    put("param", r.params, r.state_digests.params);
+    put("adam_m", r.adam_m, r.state_digests.adam_m);
+    put("adam_v", r.adam_v, r.state_digests.adam_v);
+    r.state_digests.step = -1;
     rec.tensor(Level::step, "adam", RecordIo::state, "step",
                {&r.adam_step, sizeof(std::int64_t), "i64", {1}});
     rec.tensor(Level::step, "rng", RecordIo::state, kRngStateName,
@@ -344,7 +358,7 @@ class Session {
     if (rec != nullptr) {
       RecordTimer timer(r.trace);
       rec->begin_step(step);
-      record_state(r, *rec);
+      record_state(r, step, *rec);
     }
     const float loss = r.model.forward_backward(r.trace, r.planted, r.rng, r.params, r.grads);
     const std::vector<std::int64_t> flat{static_cast<std::int64_t>(layout_.total)};
@@ -367,7 +381,7 @@ class Session {
                     {r.reduced.data() + p.offset, p.size * sizeof(float), "f32", p.shape});
       }
     }
-    optimizer_step(r, flat);
+    optimizer_step(r, step, flat);
     if (!isolation_.active()) {
       r.data_position += static_cast<std::int64_t>(config_.ranks) * config_.shape.batch;
       if (step >= first_recorded_) losses_[static_cast<std::size_t>(r.rank)].push_back(loss);
@@ -404,7 +418,7 @@ class Session {
     }
   }
 
-  void optimizer_step(Rank& r, const std::vector<std::int64_t>& flat) {
+  void optimizer_step(Rank& r, std::int64_t step, const std::vector<std::int64_t>& flat) {
     const std::vector<Arg> state{
         arg("params", r.params.data(), flat), arg("adam_m", r.adam_m.data(), flat),
         arg("adam_v", r.adam_v.data(), flat), arg("adam_step", r.adam_step)};
@@ -420,13 +434,30 @@ class Session {
                      });
       std::vector<Arg> adam_ins = ins;
       adam_ins.push_back(arg("grad_norm", r.grad_norm));
+      // The next step's state records, when it will be recorded here.
+      const bool ahead = !isolation_.active() && r.trace.recorder() != nullptr && step + 1 < end_;
       r.trace.kernel("adamw", adam_ins, state, [&] {
-        for (const ParamInfo& p : layout_.params) {
+        auto& d = r.state_digests;
+        if (ahead) {
+          d.params.resize(layout_.params.size());
+          d.adam_m.resize(layout_.params.size());
+          d.adam_v.resize(layout_.params.size());
+        }
+        for (std::size_t i = 0; i < layout_.params.size(); ++i) {
+          const ParamInfo& p = layout_.params[i];
           kernels::adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(),
                          r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
                          r.grad_norm.data[0]);
+          if (ahead) {
+            RecordTimer timer(r.trace);
+            const std::size_t bytes = p.size * sizeof(float);
+            d.params[i] = dtrace::host_fingerprint(r.params.data() + p.offset, bytes);
+            d.adam_m[i] = dtrace::host_fingerprint(r.adam_m.data() + p.offset, bytes);
+            d.adam_v[i] = dtrace::host_fingerprint(r.adam_v.data() + p.offset, bytes);
+          }
         }
         ++r.adam_step;
+        d.step = ahead ? step + 1 : -1;
       });
     });
   }
