@@ -1,6 +1,5 @@
 #include "log/record.hpp"
 
-#include <array>
 #include <bit>
 #include <cstring>
 
@@ -62,18 +61,6 @@ Digest Digest::from_u64(std::uint64_t value, std::uint8_t digits) {
 }
 
 namespace {
-
-// Hex digit values, 0xff for anything that is not a hex digit.
-constexpr auto kHexValue = [] {
-  std::array<unsigned char, 256> t{};
-  t.fill(0xff);
-  for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<unsigned char>(c);
-  for (int c = 0; c < 6; ++c) {
-    t['a' + c] = static_cast<unsigned char>(10 + c);
-    t['A' + c] = static_cast<unsigned char>(10 + c);
-  }
-  return t;
-}();
 
 // Eight hex digits (first digit in the lowest byte, as read from memory on a
 // little-endian machine) to their 32-bit value; false if any byte is not a
