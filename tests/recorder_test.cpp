@@ -114,17 +114,25 @@ TEST_CASE("a fingerprint taken ahead of time is written as given, the bytes not 
     recorder->begin_step(0);
     recorder->tensor(Level::step, "param", RecordIo::state, "hashed", view(x, {70000}));
     dtrace::TensorView given = view(x, {70000});
-    given.fingerprint = ahead;
+    given.digest = ahead;
     recorder->tensor(Level::step, "param", RecordIo::state, "given", given);
     // A different value proves the recorder trusts the fingerprint it is handed
     // (it is the program's promise; checking it would cost what it saves).
     dtrace::TensorView trusted{x.data(), x.size() * sizeof(float), "f32", {70000}, 0x1234u};
     recorder->tensor(Level::step, "param", RecordIo::state, "trusted", trusted);
+    // Bytes that live elsewhere (on a GPU): no host pointer, only the digest.
+    dtrace::TensorView elsewhere{nullptr, x.size() * sizeof(float), "f32", {70000}, ahead};
+    recorder->tensor(Level::step, "param", RecordIo::state, "elsewhere", elsewhere);
+    // Without either, it is the wrong buffer.
+    CHECK_THROWS_AS(recorder->tensor(Level::step, "param", RecordIo::state, "none",
+                                     dtrace::TensorView{nullptr, 4, "f32", {1}}),
+                    RecorderError);
     recorder->end_step();
   }
   auto run = read_run(dir / "run");
   const auto& records = run.step(0, 0).records;
-  REQUIRE(records.size() == 3);
+  REQUIRE(records.size() == 4);
+  CHECK(records[3].digest.hex() == dtrace::to_hex16(ahead));
   CHECK(records[0].digest.hex() == dtrace::to_hex16(ahead));
   CHECK(records[1].digest.hex() == dtrace::to_hex16(ahead));
   CHECK(records[2].digest.hex() == "0000000000001234");

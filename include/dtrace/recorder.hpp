@@ -45,28 +45,29 @@ enum class RecordIo { in, out, state, metric, timing };
 struct TensorView {
   // A constructor rather than an aggregate, so that `{data, bytes, dtype,
   // shape}` keeps compiling warning-free (-Wmissing-field-initializers) now
-  // that an optional fingerprint follows.
+  // that an optional digest follows.
   TensorView() = default;
   TensorView(const void* data_, std::size_t bytes_, std::string_view dtype_,
-             std::vector<std::int64_t> shape_,
-             std::optional<std::uint64_t> fingerprint_ = std::nullopt)
-      : data(data_), bytes(bytes_), dtype(dtype_), shape(std::move(shape_)),
-        fingerprint(fingerprint_) {}
+             std::vector<std::int64_t> shape_, std::optional<std::uint64_t> digest_ = std::nullopt)
+      : data(data_), bytes(bytes_), dtype(dtype_), shape(std::move(shape_)), digest(digest_) {}
 
   const void* data = nullptr;
   std::size_t bytes = 0;
   std::string_view dtype;            // "f32", "bf16", "i32", ...
   std::vector<std::int64_t> shape;
-  // The xxh3-64k/1 fingerprint of these bytes when the program already has it
-  // (computed on the device, or while the bytes were still hot in cache right
-  // after the kernel that wrote them); the recorder then writes it instead of
-  // hashing `data` again. It must be dtrace::fingerprint of exactly these
-  // bytes: the recorder cannot check it without doing the work it saves.
-  std::optional<std::uint64_t> fingerprint;
+  // The xxh3-64k/1 fingerprint of these bytes when the program already has it:
+  // computed on the device that holds the tensor
+  // (dtrace::gpu::fingerprint_device_batch), or while the bytes were still hot
+  // in cache right after the kernel that wrote them (host_fingerprint). The
+  // recorder then logs it as is instead of hashing `data`, which may be null,
+  // except where DTRACE_CAPTURE writes the bytes (a null `data` there throws
+  // RecorderError). `bytes` must still agree with dtype and shape. The recorder
+  // cannot check the digest without doing the work it saves.
+  std::optional<std::uint64_t> digest;
 };
 
 // xxh3-64k/1 of host bytes on the calling thread (DESIGN.md §2): what the
-// recorder would compute, for a TensorView::fingerprint taken ahead of time.
+// recorder would compute, for a TensorView::digest taken ahead of time.
 std::uint64_t host_fingerprint(const void* data, std::size_t bytes);
 
 // What a replay asked for through the environment (DESIGN.md §5). Read once at

@@ -333,7 +333,7 @@ class Session {
       for (std::size_t i = 0; i < layout_.params.size(); ++i) {
         const ParamInfo& p = layout_.params[i];
         dtrace::TensorView view{flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape};
-        if (ahead) view.fingerprint = digests[i];
+        if (ahead) view.digest = digests[i];
         rec.tensor(Level::step, op, RecordIo::state, p.name, view);
       }
     };
