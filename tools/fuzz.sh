@@ -18,7 +18,13 @@ if [ ! -f "$build/build.ninja" ]; then
   CXX=clang++ meson setup "$build" -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debugoptimized >/dev/null
 fi
-ninja -C "$build" -j2 "${targets[@]/#/tests/fuzz/}" >/dev/null
+# Quiet when it builds; the compiler's complaint when it does not (clang warns
+# about things g++ lets pass, and -Werror is on).
+if ! log=$(ninja -C "$build" -j2 "${targets[@]/#/tests/fuzz/}" 2>&1); then
+  printf '%s\n' "$log" | grep -v '^\[' | tail -n 30 >&2
+  echo "fuzz.sh: the fuzz build in $build failed" >&2
+  exit 2
+fi
 
 # Seeds: whole files for the reader (cut to its input size limit), single lines
 # for the parser. The corpus directories keep what the fuzzer learns between runs.
