@@ -42,11 +42,17 @@ std::optional<Level> parse_level(std::string_view text);
 enum class RecordIo { in, out, state, metric, timing };
 
 // A tensor in host memory, contiguous, in logical (row-major) element order.
+// `digest`, when set, is the tensor's xxh3-64k/1 fingerprint computed by the
+// caller (on the device that holds it: dtrace::gpu::fingerprint_device_batch),
+// and the recorder logs it as is instead of hashing `data`; `data` may then be
+// null, except where DTRACE_CAPTURE writes the bytes (a null `data` there
+// throws RecorderError). `bytes` must still agree with dtype and shape.
 struct TensorView {
   const void* data = nullptr;
   std::size_t bytes = 0;
   std::string_view dtype;            // "f32", "bf16", "i32", ...
   std::vector<std::int64_t> shape;
+  std::optional<std::uint64_t> digest;
 };
 
 // What a replay asked for through the environment (DESIGN.md §5). Read once at

@@ -34,6 +34,8 @@ struct Config {
   // every layer (the planted splitk and atomic-bias-grad kernels everywhere),
   // the mode `dtrace tax` compares against (DTRACE_DETERMINISTIC=0).
   bool fast_kernels = false;
+  // "cpu" or "cuda" (--backend): where tensors live and ops run.
+  std::string backend = "cpu";
   // DTRACE_STOP_AT=K: run the steps before K, checkpoint the start of step K, stop.
   std::optional<std::int64_t> stop_at;
 };

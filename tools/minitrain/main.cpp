@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
   app.add_flag("--deterministic-mode,!--no-deterministic-mode", config.deterministic_mode,
                "apply and record the deterministic environment (default on)");
+  app.add_option("--backend", config.backend,
+                 "where tensors live and ops run: cpu, or cuda (one GPU, a CUDA build)")
+      ->capture_default_str();
   app.add_flag("--fast-kernels", config.fast_kernels,
                "unordered split-K and bias-gradient kernels in every layer (not deterministic)");
 

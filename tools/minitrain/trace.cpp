@@ -46,14 +46,41 @@ void Trace::record(dtrace::Level level, std::string_view op, dtrace::RecordIo io
                    const std::vector<Arg>& args) {
   dtrace::Recorder* rec = recorder();
   if (rec == nullptr || !rec->wants(level)) return;
-  const auto started = std::chrono::steady_clock::now();
-  for (const Arg& a : args) {
-    rec->tensor(level, op, io, a.name, dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape});
+  if (backend_ != nullptr && backend_->device_resident()) {
+    // One batched device fingerprint for the op's tensors: no tensor is copied
+    // to the host to be hashed (a capture still reads the bytes, through the
+    // managed pointer, after the fingerprint has waited for the stream).
+    std::vector<const void*> data;
+    std::vector<std::size_t> bytes;
+    for (const Arg& a : args) {
+      data.push_back(a.host ? nullptr : a.data);
+      bytes.push_back(a.host ? 0 : a.bytes);
+    }
+    std::vector<std::uint64_t> digests(args.size());
+    backend_->fingerprint(data, bytes, digests.data());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const Arg& a = args[i];
+      dtrace::TensorView view{a.data, a.bytes, a.dtype, a.shape, std::nullopt};
+      if (!a.host) view.digest = digests[i];
+      rec->tensor(level, op, io, a.name, view);
+    }
+  } else {
+    for (const Arg& a : args) {
+      rec->tensor(level, op, io, a.name, dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape, std::nullopt});
+    }
   }
+}
+
+void Trace::record_timed(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
+                         const std::vector<Arg>& args) {
+  const auto started = std::chrono::steady_clock::now();
+  record(level, op, io, args);
   record_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 bool Trace::load_captured(std::string_view op, const std::vector<Arg>& ins) {
+  // The host writes tensor memory below: the device must be done with it.
+  if (backend_ != nullptr) backend_->sync();
   std::size_t found = 0;
   std::string missing;
   for (const Arg& a : ins) {
@@ -95,9 +122,9 @@ void Trace::run_isolated(std::string_view op, dtrace::Level level, const std::ve
     if (k > 0) load_captured(op, ins);
     recorder_->begin_repetition(k);
     if (on_repetition_) on_repetition_(k);
-    record(level, op, dtrace::RecordIo::in, ins);
+    record_timed(level, op, dtrace::RecordIo::in, ins);
     run();
-    record(level, op, dtrace::RecordIo::out, outs);
+    record_timed(level, op, dtrace::RecordIo::out, outs);
     ++isolated_runs_;
   }
 }
@@ -107,9 +134,9 @@ void Trace::layer(std::string_view part, const std::vector<Arg>& ins, const std:
   Scope s = scope(part);
   switch (isolation_.kind) {
     case Isolation::Kind::none:
-      record(dtrace::Level::layer, part, dtrace::RecordIo::in, ins);
+      record_timed(dtrace::Level::layer, part, dtrace::RecordIo::in, ins);
       body();
-      record(dtrace::Level::layer, part, dtrace::RecordIo::out, outs);
+      record_timed(dtrace::Level::layer, part, dtrace::RecordIo::out, outs);
       return;
     case Isolation::Kind::layer:
       if (path_ == isolation_.scope) run_isolated(part, dtrace::Level::layer, ins, outs, body);
@@ -128,9 +155,9 @@ void Trace::kernel(std::string_view op, const std::vector<Arg>& ins, const std::
     }
     return;
   }
-  record(dtrace::Level::kernel, op, dtrace::RecordIo::in, ins);
+  record_timed(dtrace::Level::kernel, op, dtrace::RecordIo::in, ins);
   run();
-  record(dtrace::Level::kernel, op, dtrace::RecordIo::out, outs);
+  record_timed(dtrace::Level::kernel, op, dtrace::RecordIo::out, outs);
 }
 
 }  // namespace minitrain

@@ -108,6 +108,7 @@ class Session {
         isolation_(Isolation::parse(request.isolate, request.repeat)),
         layout_(Layout::of(config.shape)),
         comm_(config.ranks),
+        backend_(&open_backend(config.backend, 0)),
         chaos_base_(config.chaos_seed ? *config.chaos_seed : fresh_chaos()) {
     corpus_ = read_corpus(config_.corpus, config_.shape);
     plan();
@@ -173,7 +174,7 @@ class Session {
     Trace trace;
     Model model;
     PlantedState planted;
-    std::vector<float> params, grads, reduced, adam_m, adam_v;
+    Floats params, grads, reduced, adam_m, adam_v;
     std::int64_t adam_step = 0;
     std::int64_t data_position = 0;
     Xoshiro rng;
@@ -260,19 +261,20 @@ class Session {
     Rank r{rank,
            std::move(recorder),
            Trace(nullptr, isolation_, on_repetition),
-           Model(config_.shape, layout_),
+           Model(config_.shape, layout_, *backend_),
            PlantedState{},
-           start_.params,
-           std::vector<float>(layout_.total),
-           std::vector<float>(layout_.total),
-           start_.adam_m,
-           start_.adam_v,
+           Floats(start_.params.begin(), start_.params.end()),
+           Floats(layout_.total),
+           Floats(layout_.total),
+           Floats(start_.adam_m.begin(), start_.adam_m.end()),
+           Floats(start_.adam_v.begin(), start_.adam_v.end()),
            start_.adam_step,
            start_.data_position,
            start_.rngs[static_cast<std::size_t>(rank)],
            Tensor({1})};
     self = &r;
     r.trace = Trace(r.recorder.get(), isolation_, on_repetition);
+    r.trace.set_backend(backend_);
     r.planted.planted = config_.planted;
     r.planted.fast_kernels = config_.fast_kernels;
     r.planted.chaos_base = chaos_base_;
@@ -301,13 +303,14 @@ class Session {
     const std::int64_t k = config_.checkpoint_every;
     const bool stopping = config_.stop_at && next == *config_.stop_at;
     if (!stopping && (k <= 0 || next % k != 0 || next >= config_.steps)) return;
+    backend_->sync();
     comm_.barrier();
     if (r.rank == 0) {
       TrainState state;
       state.step = next;
-      state.params = r.params;
-      state.adam_m = r.adam_m;
-      state.adam_v = r.adam_v;
+      state.params.assign(r.params.begin(), r.params.end());
+      state.adam_m.assign(r.adam_m.begin(), r.adam_m.end());
+      state.adam_v.assign(r.adam_v.begin(), r.adam_v.end());
       state.adam_step = r.adam_step;
       state.data_position = r.data_position;
       for (const Xoshiro* rng : rngs_) state.rngs.push_back(*rng);
@@ -316,23 +319,24 @@ class Session {
     comm_.barrier();
   }
 
-  void record_state(Rank& r, dtrace::Recorder& rec) {
+  // Per-parameter views of a flat vector, named by the parameter.
+  std::vector<Arg> per_param(Floats& flat) const {
+    std::vector<Arg> args;
+    for (const ParamInfo& p : layout_.params) {
+      args.push_back(
+          {p.name, flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape, false});
+    }
+    return args;
+  }
+
+  void record_state(Rank& r) {
     auto scope = r.trace.scope("step");
-    auto put = [&](std::string_view op, std::vector<float>& flat) {
-      for (const ParamInfo& p : layout_.params) {
-        rec.tensor(Level::step, op, RecordIo::state, p.name,
-                   {flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape});
-      }
-    };
-    put("param", r.params);
-    put("adam_m", r.adam_m);
-    put("adam_v", r.adam_v);
-    rec.tensor(Level::step, "adam", RecordIo::state, "step",
-               {&r.adam_step, sizeof(std::int64_t), "i64", {1}});
-    rec.tensor(Level::step, "rng", RecordIo::state, kRngStateName,
-               {r.rng.s.data(), sizeof(r.rng.s), "u64", {4}});
-    rec.tensor(Level::step, "data", RecordIo::state, "position",
-               {&r.data_position, sizeof(std::int64_t), "i64", {1}});
+    r.trace.record(Level::step, "param", RecordIo::state, per_param(r.params));
+    r.trace.record(Level::step, "adam_m", RecordIo::state, per_param(r.adam_m));
+    r.trace.record(Level::step, "adam_v", RecordIo::state, per_param(r.adam_v));
+    r.trace.record(Level::step, "adam", RecordIo::state, {arg("step", r.adam_step)});
+    r.trace.record(Level::step, "rng", RecordIo::state, {arg(kRngStateName, r.rng)});
+    r.trace.record(Level::step, "data", RecordIo::state, {arg("position", r.data_position)});
   }
 
   void run_step(Rank& r, std::int64_t step) {
@@ -344,7 +348,7 @@ class Session {
     if (rec != nullptr) {
       RecordTimer timer(r.trace);
       rec->begin_step(step);
-      record_state(r, *rec);
+      record_state(r);
     }
     const float loss = r.model.forward_backward(r.trace, r.planted, r.rng, r.params, r.grads);
     const std::vector<std::int64_t> flat{static_cast<std::int64_t>(layout_.total)};
@@ -362,12 +366,10 @@ class Session {
     if (rec != nullptr) {
       RecordTimer timer(r.trace);
       auto scope = r.trace.scope("step");
-      for (const ParamInfo& p : layout_.params) {
-        rec->tensor(Level::step, "grads", RecordIo::out, p.name,
-                    {r.reduced.data() + p.offset, p.size * sizeof(float), "f32", p.shape});
-      }
+      r.trace.record(Level::step, "grads", RecordIo::out, per_param(r.reduced));
     }
     optimizer_step(r, flat);
+    backend_->sync();  // the host reads the gradient norm and writes the next batch
     if (!isolation_.active()) {
       r.data_position += static_cast<std::int64_t>(config_.ranks) * config_.shape.batch;
       if (step >= first_recorded_) losses_[static_cast<std::size_t>(r.rank)].push_back(loss);
@@ -415,16 +417,15 @@ class Session {
     r.trace.layer("opt", ins, outs, [&] {
       r.trace.kernel("grad_norm", {arg("grads", r.reduced.data(), flat)},
                      {arg("norm", r.grad_norm)}, [&] {
-                       r.grad_norm.data[0] =
-                           std::sqrt(kernels::sum_of_squares(r.reduced.data(), layout_.total));
+                       backend_->grad_norm(r.reduced.data(), layout_.total, r.grad_norm.p());
                      });
       std::vector<Arg> adam_ins = ins;
       adam_ins.push_back(arg("grad_norm", r.grad_norm));
       r.trace.kernel("adamw", adam_ins, state, [&] {
         for (const ParamInfo& p : layout_.params) {
-          kernels::adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(),
-                         r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
-                         r.grad_norm.data[0]);
+          backend_->adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(),
+                          r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
+                          r.grad_norm.p());
         }
         ++r.adam_step;
       });
@@ -436,6 +437,7 @@ class Session {
   Isolation isolation_;
   Layout layout_;
   Comm comm_;
+  Backend* backend_;
   std::uint64_t chaos_base_;
   std::string corpus_;
   dtrace::RunOptions options_;

@@ -1,0 +1,364 @@
+// The arithmetic of minitrain's GPU kernels, one output (or one row) per call,
+// as __host__ __device__ functions: cuda/minitrain_kernels.cu maps them onto
+// threads, and tests/minitrain_ops_test.cpp runs them on the CPU over every
+// index against tools/minitrain/kernels.cpp. Each body adds in the order the
+// CPU kernel does, so the deterministic GPU kernels compute the CPU's bits
+// wherever the math library agrees (+ - * / sqrt are IEEE on both sides with
+// nvcc --fmad=false; exp, log, tanh may differ by an ulp between glibc and
+// CUDA's libdevice, which the CPU proof cannot and does not claim to cover).
+//
+// g++ compiles this header with the CUDA qualifiers defined away.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define MT_HD __host__ __device__
+#else
+#define MT_HD
+#endif
+
+namespace minitrain::ops {
+
+using std::size_t;
+
+// std::max's answer (the first argument unless the second is larger), NaNs included.
+MT_HD inline float max_of(float a, float b) { return (a < b) ? b : a; }
+
+// ---- embedding ----
+
+// x[i] for i over [B*T*D).
+MT_HD inline float embedding_at(const std::int32_t* tokens, const float* tok_emb,
+                                const float* pos_emb, int T, int D, size_t i) {
+  const size_t row = i / static_cast<size_t>(D);
+  const int d = static_cast<int>(i % static_cast<size_t>(D));
+  const int t = static_cast<int>(row % static_cast<size_t>(T));
+  return tok_emb[static_cast<size_t>(tokens[row]) * D + d] + pos_emb[static_cast<size_t>(t) * D + d];
+}
+// d_tok_emb[v, d]: the rows that picked token v, added in row order.
+MT_HD inline float embedding_grad_tok_at(const float* dx, const std::int32_t* tokens, int M, int D,
+                                         int v, int d) {
+  float acc = 0.0f;
+  for (int row = 0; row < M; ++row)
+    if (tokens[row] == v) acc += dx[static_cast<size_t>(row) * D + d];
+  return acc;
+}
+// d_pos_emb[t, d]: position t of every sequence, in sequence order.
+MT_HD inline float embedding_grad_pos_at(const float* dx, int B, int T, int D, int t, int d) {
+  float acc = 0.0f;
+  for (int b = 0; b < B; ++b) acc += dx[(static_cast<size_t>(b) * T + t) * D + d];
+  return acc;
+}
+
+// ---- layernorm ----
+
+MT_HD inline void layernorm_row(const float* x, const float* g, const float* b, int D, int i,
+                                float* y, float* mean, float* rstd) {
+  const float* row = x + static_cast<size_t>(i) * D;
+  float sum = 0.0f;
+  for (int d = 0; d < D; ++d) sum += row[d];
+  const float mu = sum / static_cast<float>(D);
+  float var = 0.0f;
+  for (int d = 0; d < D; ++d) var += (row[d] - mu) * (row[d] - mu);
+  const float rs = 1.0f / sqrtf(var / static_cast<float>(D) + 1e-5f);
+  float* out = y + static_cast<size_t>(i) * D;
+  for (int d = 0; d < D; ++d) out[d] = (row[d] - mu) * rs * g[d] + b[d];
+  mean[i] = mu;
+  rstd[i] = rs;
+}
+// dx of row i.
+MT_HD inline void layernorm_grad_row(const float* dy, const float* x, const float* mean,
+                                     const float* rstd, const float* g, int D, int i, float* dx) {
+  const float* dyr = dy + static_cast<size_t>(i) * D;
+  const float* xr = x + static_cast<size_t>(i) * D;
+  float* dxr = dx + static_cast<size_t>(i) * D;
+  float mean_dxhat = 0.0f;
+  float mean_dxhat_xhat = 0.0f;
+  for (int d = 0; d < D; ++d) {
+    const float xhat = (xr[d] - mean[i]) * rstd[i];
+    const float dxhat = dyr[d] * g[d];
+    mean_dxhat += dxhat;
+    mean_dxhat_xhat += dxhat * xhat;
+  }
+  mean_dxhat /= static_cast<float>(D);
+  mean_dxhat_xhat /= static_cast<float>(D);
+  for (int d = 0; d < D; ++d) {
+    const float xhat = (xr[d] - mean[i]) * rstd[i];
+    const float dxhat = dyr[d] * g[d];
+    dxr[d] = rstd[i] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+  }
+}
+// dg[d] and db[d]: over the rows in row order.
+MT_HD inline void layernorm_grad_param_at(const float* dy, const float* x, const float* mean,
+                                          const float* rstd, int M, int D, int d, float* dg,
+                                          float* db) {
+  float acc_g = 0.0f, acc_b = 0.0f;
+  for (int i = 0; i < M; ++i) {
+    const size_t at = static_cast<size_t>(i) * D + d;
+    const float xhat = (x[at] - mean[i]) * rstd[i];
+    acc_g += dy[at] * xhat;
+    acc_b += dy[at];
+  }
+  dg[d] = acc_g;
+  db[d] = acc_b;
+}
+
+// ---- GEMMs: y[M,N] = x[M,K] w[K,N] (+ b), K in index order ----
+
+MT_HD inline float gemm_at(const float* x, const float* w, const float* b, int K, int N, int i,
+                           int j) {
+  float acc = b != nullptr ? b[j] : 0.0f;
+  const float* xr = x + static_cast<size_t>(i) * K;
+  for (int k = 0; k < K; ++k) acc += xr[k] * w[static_cast<size_t>(k) * N + j];
+  return acc;
+}
+// dx[i, k] = sum_j dy[i, j] w[k, j]
+MT_HD inline float gemm_dx_at(const float* dy, const float* w, int K, int N, int i, int k) {
+  (void)K;
+  const float* dyr = dy + static_cast<size_t>(i) * N;
+  const float* wr = w + static_cast<size_t>(k) * N;
+  float acc = 0.0f;
+  for (int j = 0; j < N; ++j) acc += dyr[j] * wr[j];
+  return acc;
+}
+// dw[k, j] = sum_i x[i, k] dy[i, j], rows in order
+MT_HD inline float gemm_dw_at(const float* x, const float* dy, int M, int K, int N, int k, int j) {
+  float acc = 0.0f;
+  for (int i = 0; i < M; ++i)
+    acc += x[static_cast<size_t>(i) * K + k] * dy[static_cast<size_t>(i) * N + j];
+  return acc;
+}
+MT_HD inline float bias_grad_at(const float* dy, int M, int N, int j) {
+  float acc = 0.0f;
+  for (int i = 0; i < M; ++i) acc += dy[static_cast<size_t>(i) * N + j];
+  return acc;
+}
+
+// ---- attention: qkv [B*T, 3D] = q | k | v, head h at columns h*hd ----
+
+struct Heads {
+  int B, T, H, D, hd;
+  MT_HD size_t q(int b, int t, int h) const {
+    return (static_cast<size_t>(b) * T + t) * 3 * D + static_cast<size_t>(h) * hd;
+  }
+  MT_HD size_t k(int b, int t, int h) const { return q(b, t, h) + D; }
+  MT_HD size_t v(int b, int t, int h) const { return q(b, t, h) + 2 * static_cast<size_t>(D); }
+  MT_HD size_t row(int b, int h, int t) const {
+    return ((static_cast<size_t>(b) * H + h) * T + t) * T;
+  }
+  MT_HD size_t out(int b, int t, int h) const {
+    return (static_cast<size_t>(b) * T + t) * D + static_cast<size_t>(h) * hd;
+  }
+};
+MT_HD inline Heads heads(int B, int T, int H, int D) { return {B, T, H, D, D / H}; }
+MT_HD inline float attn_scale(const Heads& ix) {
+  return 1.0f / sqrtf(static_cast<float>(ix.hd));
+}
+
+// scores[b, h, t, u]
+MT_HD inline float attn_scores_at(const float* qkv, const Heads& ix, int b, int h, int t, int u) {
+  if (u > t) return 0.0f;
+  const float* q = qkv + ix.q(b, t, h);
+  const float* k = qkv + ix.k(b, u, h);
+  float acc = 0.0f;
+  for (int e = 0; e < ix.hd; ++e) acc += q[e] * k[e];
+  return acc * attn_scale(ix);
+}
+MT_HD inline void softmax_causal_row(const float* scores, int T, int r, float* probs) {
+  const int t = r % T;
+  const float* s = scores + static_cast<size_t>(r) * T;
+  float* p = probs + static_cast<size_t>(r) * T;
+  float mx = s[0];
+  for (int u = 1; u <= t; ++u) mx = max_of(mx, s[u]);
+  float sum = 0.0f;
+  for (int u = 0; u <= t; ++u) {
+    p[u] = expf(s[u] - mx);
+    sum += p[u];
+  }
+  const float inv = 1.0f / sum;
+  for (int u = 0; u <= t; ++u) p[u] *= inv;
+  for (int u = t + 1; u < T; ++u) p[u] = 0.0f;
+}
+// out[b, t, h*hd + e]
+MT_HD inline float attn_values_at(const float* probs, const float* qkv, const Heads& ix, int b,
+                                  int t, int h, int e) {
+  const float* p = probs + ix.row(b, h, t);
+  float acc = 0.0f;
+  for (int u = 0; u <= t; ++u) acc += p[u] * qkv[ix.v(b, u, h) + e];
+  return acc;
+}
+// d_probs[b, h, t, u]
+MT_HD inline float attn_values_grad_probs_at(const float* d_out, const float* qkv, const Heads& ix,
+                                             int b, int h, int t, int u) {
+  if (u > t) return 0.0f;
+  const float* dout = d_out + ix.out(b, t, h);
+  const float* v = qkv + ix.v(b, u, h);
+  float acc = 0.0f;
+  for (int e = 0; e < ix.hd; ++e) acc += dout[e] * v[e];
+  return acc;
+}
+// The v part of d_qkv at (b, u, h, e): the queries t >= u, in t order.
+MT_HD inline float attn_values_grad_v_at(const float* d_out, const float* probs, const Heads& ix,
+                                         int b, int u, int h, int e) {
+  float acc = 0.0f;
+  for (int t = u; t < ix.T; ++t) acc += probs[ix.row(b, h, t) + u] * d_out[ix.out(b, t, h) + e];
+  return acc;
+}
+MT_HD inline void softmax_grad_row(const float* probs, const float* d_probs, int T, int r,
+                                   float* d_scores) {
+  const int t = r % T;
+  const float* p = probs + static_cast<size_t>(r) * T;
+  const float* dp = d_probs + static_cast<size_t>(r) * T;
+  float* ds = d_scores + static_cast<size_t>(r) * T;
+  float dot = 0.0f;
+  for (int u = 0; u <= t; ++u) dot += p[u] * dp[u];
+  for (int u = 0; u <= t; ++u) ds[u] = p[u] * (dp[u] - dot);
+  for (int u = t + 1; u < T; ++u) ds[u] = 0.0f;
+}
+// The q part of d_qkv at (b, t, h, e): keys u <= t in order.
+MT_HD inline float attn_scores_grad_q_at(const float* d_scores, const float* qkv, const Heads& ix,
+                                         int b, int t, int h, int e) {
+  const float* ds = d_scores + ix.row(b, h, t);
+  float acc = 0.0f;
+  for (int u = 0; u <= t; ++u) acc += (ds[u] * attn_scale(ix)) * qkv[ix.k(b, u, h) + e];
+  return acc;
+}
+// The k part of d_qkv at (b, u, h, e): queries t >= u in order.
+MT_HD inline float attn_scores_grad_k_at(const float* d_scores, const float* qkv, const Heads& ix,
+                                         int b, int u, int h, int e) {
+  float acc = 0.0f;
+  for (int t = u; t < ix.T; ++t)
+    acc += (d_scores[ix.row(b, h, t) + u] * attn_scale(ix)) * qkv[ix.q(b, t, h) + e];
+  return acc;
+}
+
+// ---- elementwise ----
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+
+MT_HD inline float gelu_at(float v) {
+  return 0.5f * v * (1.0f + tanhf(kGeluC * (v + 0.044715f * v * v * v)));
+}
+MT_HD inline float gelu_grad_at(float dy, float v) {
+  const float th = tanhf(kGeluC * (v + 0.044715f * v * v * v));
+  const float dth = (1.0f - th * th) * kGeluC * (1.0f + 3.0f * 0.044715f * v * v);
+  return dy * (0.5f * (1.0f + th) + 0.5f * v * dth);
+}
+
+// ---- cross-entropy ----
+
+MT_HD inline float token_loss_row(const float* logits, const std::int32_t* targets, int V, int i) {
+  const float* row = logits + static_cast<size_t>(i) * V;
+  float mx = row[0];
+  for (int j = 1; j < V; ++j) mx = max_of(mx, row[j]);
+  float sum = 0.0f;
+  for (int j = 0; j < V; ++j) sum += expf(row[j] - mx);
+  return logf(sum) + mx - row[targets[i]];
+}
+// The mean of the token losses, added in token order.
+MT_HD inline float mean_loss(const float* token_losses, int M) {
+  float total = 0.0f;
+  for (int i = 0; i < M; ++i) total += token_losses[i];
+  return total / static_cast<float>(M);
+}
+MT_HD inline void cross_entropy_grad_row(const float* logits, const std::int32_t* targets, int M,
+                                         int V, int i, float* dlogits) {
+  const float inv_m = 1.0f / static_cast<float>(M);
+  const float* row = logits + static_cast<size_t>(i) * V;
+  float* d = dlogits + static_cast<size_t>(i) * V;
+  float mx = row[0];
+  for (int j = 1; j < V; ++j) mx = max_of(mx, row[j]);
+  float sum = 0.0f;
+  for (int j = 0; j < V; ++j) {
+    d[j] = expf(row[j] - mx);
+    sum += d[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int j = 0; j < V; ++j) d[j] = d[j] * inv * inv_m;
+  d[targets[i]] -= inv_m;
+}
+
+// ---- optimizer ----
+
+MT_HD inline float sum_of_squares(const float* x, size_t n) {
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; ++i) acc += x[i] * x[i];
+  return acc;
+}
+
+// What an AdamW step computes once (on the host, with the CPU's pow).
+struct AdamWConstants {
+  float lr, beta1, beta2, eps, weight_decay, clip, bc1, bc2;
+};
+MT_HD inline void adamw_at(const AdamWConstants& c, float* params, const float* grads, float* m,
+                           float* v, size_t i, bool decay, float grad_norm) {
+  const float scale = grad_norm > c.clip ? c.clip / grad_norm : 1.0f;
+  const float g = grads[i] * scale;
+  m[i] = c.beta1 * m[i] + (1.0f - c.beta1) * g;
+  v[i] = c.beta2 * v[i] + (1.0f - c.beta2) * g * g;
+  const float mhat = m[i] / c.bc1;
+  const float vhat = v[i] / c.bc2;
+  float p = params[i];
+  if (decay) p -= c.lr * c.weight_decay * p;
+  params[i] = p - c.lr * mhat / (sqrtf(vhat) + c.eps);
+}
+
+// ---- planted variants ----
+
+// splitk: K in (up to) eight chunks of this size.
+MT_HD inline int splitk_chunk(int K) { return (K + 7) / 8 > 1 ? (K + 7) / 8 : 1; }
+MT_HD inline int splitk_chunks(int K) { return (K + splitk_chunk(K) - 1) / splitk_chunk(K); }
+// Chunk c's partial product at (i, j).
+MT_HD inline float gemm_splitk_partial_at(const float* x, const float* w, int K, int N, int i, int j,
+                                          int c) {
+  const int chunk = splitk_chunk(K);
+  const int end = (c + 1) * chunk < K ? (c + 1) * chunk : K;
+  float acc = 0.0f;
+  for (int k = c * chunk; k < end; ++k)
+    acc += x[static_cast<size_t>(i) * K + k] * w[static_cast<size_t>(k) * N + j];
+  return acc;
+}
+// autotune's second configuration: even and odd k summed apart, then together.
+MT_HD inline float gemm_interleaved_at(const float* x, const float* w, const float* b, int K,
+                                       int N, int i, int j) {
+  float even = 0.0f, odd = 0.0f;
+  const float* xr = x + static_cast<size_t>(i) * K;
+  for (int k = 0; k < K; ++k) {
+    const float term = xr[k] * w[static_cast<size_t>(k) * N + j];
+    if (k % 2 == 0) {
+      even += term;
+    } else {
+      odd += term;
+    }
+  }
+  return (b != nullptr ? b[j] : 0.0f) + (even + odd);
+}
+// uninit-pad: rows padded to a tile of 48, always at least one tail row.
+constexpr int kPadTile = 48;
+MT_HD inline int padded_rows(int M) { return (M / kPadTile + 1) * kPadTile; }
+
+// fused-ce: one vocabulary chunk's max and sum of exp, and the online-softmax
+// merge of a chunk into the running (max, sum).
+constexpr int kCeChunk = 32;
+MT_HD inline void ce_chunk_stats(const float* row, int V, int c, float* chunk_max,
+                                 float* chunk_sum) {
+  const int begin = c * kCeChunk;
+  const int end = (c + 1) * kCeChunk < V ? (c + 1) * kCeChunk : V;
+  float mx = row[begin];
+  for (int j = begin + 1; j < end; ++j) mx = max_of(mx, row[j]);
+  float sum = 0.0f;
+  for (int j = begin; j < end; ++j) sum += expf(row[j] - mx);
+  *chunk_max = mx;
+  *chunk_sum = sum;
+}
+MT_HD inline void ce_merge(float* running_max, float* running_sum, float chunk_max,
+                           float chunk_sum) {
+  const float new_max = max_of(*running_max, chunk_max);
+  *running_sum =
+      *running_sum * expf(*running_max - new_max) + chunk_sum * expf(chunk_max - new_max);
+  *running_max = new_max;
+}
+
+}  // namespace minitrain::ops

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# --backend: cpu is the default and changes no bit; cuda in a build without
+# CUDA says so (exit 2); in a CUDA build on a machine without a GPU it exits 2
+# with the CUDA error (file, line, call); with a GPU it trains (tools/gpu-check.sh
+# checks it there). Nothing is written on failure.
+. "$(dirname "$0")/minitrain-lib.sh"
+tiny=(--d-model 16 --layers 1 --heads 2 --seq 8 --batch 2 --steps 2)
+
+"$MINITRAIN" "${tiny[@]}" --out a >/dev/null || fail "the default backend failed"
+"$MINITRAIN" "${tiny[@]}" --backend cpu --out b >/dev/null || fail "--backend cpu failed"
+"$DTRACE" diff a b >/dev/null || fail "--backend cpu differs from the default"
+grep -q '"backend"' a/rank0.jsonl && fail "a cpu run's header names a backend"
+
+expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend tpu --out x
+expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks 2 --out x
+grep -q "one rank" err.txt || fail "no message for --backend cuda --ranks 2"
+
+if [ "${HAVE_CUDA:-0}" != 1 ]; then
+  expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --out x
+  grep -q "minitrain was built without CUDA" err.txt || fail "no message for a build without CUDA"
+elif ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
+  expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --out x
+  grep -q "minitrain: error: --backend cuda: .*cuda.*failed" err.txt ||
+    fail "no CUDA error for a machine without a GPU: $(cat err.txt)"
+else
+  "$MINITRAIN" "${tiny[@]}" --backend cuda --out gpu >/dev/null || fail "--backend cuda failed on a GPU"
+  grep -q '"backend":"cuda"' gpu/rank0.jsonl || fail "the cuda run's config does not say so"
+fi
+[ ! -e x ] || fail "a failed start left a run directory"
+echo ok
