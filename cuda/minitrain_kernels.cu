@@ -397,8 +397,13 @@ Status bias_grad_padded(const float* dy, int M, int N, float* db, void* stream) 
 Status cross_entropy_atomic(const float* logits, const std::int32_t* targets, int M, int V,
                             float* token_losses, float* loss, void* stream) {
   MT_LAUNCH(std::size_t{1}, stream, zero_kernel, loss, std::size_t{1});
-  MT_LAUNCH(static_cast<std::size_t>(M), stream, cross_entropy_atomic_kernel, logits, targets, M,
-            V, token_losses, loss);
+  // One token per block: the blocks' atomics race across SMs (lanes of one
+  // warp would add in a fixed order).
+  if (M > 0) {
+    cross_entropy_atomic_kernel<<<static_cast<unsigned>(M), 1, 0, as_stream(stream)>>>(
+        logits, targets, M, V, token_losses, loss);
+  }
+  DTRACE_CUDA_CHECK(cudaGetLastError());
   MT_LAUNCH(std::size_t{1}, stream, divide_kernel, loss, static_cast<float>(M));
   return {};
 }

@@ -12,16 +12,27 @@ tiny=(--d-model 16 --layers 1 --heads 2 --seq 8 --batch 2 --steps 2)
 grep -q '"backend"' a/rank0.jsonl && fail "a cpu run's header names a backend"
 
 expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend tpu --out x
-expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks 2 --out x
-grep -q "one rank" err.txt || fail "no message for --backend cuda --ranks 2"
+MINITRAIN_RANK=5 MINITRAIN_BOOTSTRAP=. expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks 2 --out x
+grep -q "not a rank" err.txt || fail "no message for a MINITRAIN_RANK outside --ranks"
+MINITRAIN_RANK=0 MINITRAIN_BOOTSTRAP=. expect_status 2 "$MINITRAIN" "${tiny[@]}" --out x
+grep -q "cuda processes only" err.txt || fail "no message for MINITRAIN_RANK on the cpu backend"
+DTRACE_REPLAY_STEP=0 DTRACE_OUT=r.jsonl expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks 2
+grep -q "not supported yet" err.txt || fail "no message for a multi-process replay"
 
+# Without a usable CUDA the error is the same for one process and for the
+# launcher's R processes (which leave no bootstrap directory behind).
 if [ "${HAVE_CUDA:-0}" != 1 ]; then
-  expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --out x
-  grep -q "minitrain was built without CUDA" err.txt || fail "no message for a build without CUDA"
+  for ranks in 1 2; do
+    TMPDIR=$WORK expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks $ranks --out x
+    grep -q "minitrain was built without CUDA" err.txt || fail "no message for a build without CUDA"
+  done
 elif ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
-  expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --out x
-  grep -q "minitrain: error: --backend cuda: .*cuda.*failed" err.txt ||
-    fail "no CUDA error for a machine without a GPU: $(cat err.txt)"
+  for ranks in 1 2; do
+    TMPDIR=$WORK expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks $ranks --out x
+    grep -q "minitrain: error: --backend cuda: .*cuda.*failed" err.txt ||
+      fail "no CUDA error for a machine without a GPU: $(cat err.txt)"
+  done
+  ! ls "$WORK" | grep -q minitrain-nccl || fail "the launcher left its bootstrap directory"
 else
   "$MINITRAIN" "${tiny[@]}" --backend cuda --out gpu >/dev/null || fail "--backend cuda failed on a GPU"
   grep -q '"backend":"cuda"' gpu/rank0.jsonl || fail "the cuda run's config does not say so"

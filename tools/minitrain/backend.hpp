@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -62,6 +63,9 @@ class Backend {
   virtual bool device_resident() const { return false; }
   // Waits for queued work: the host may read or write tensor memory after it.
   virtual void sync() {}
+  // An isolated repetition stands for a fresh process: what a backend tuned
+  // (autotune's pick) is forgotten.
+  virtual void begin_repetition() {}
   // xxh3-64k/1 of each view, computed where the tensors live (device backends).
   virtual void fingerprint(std::span<const void* const> data, std::span<const std::size_t> bytes,
                            std::uint64_t* out);
@@ -127,6 +131,25 @@ class Backend {
 // The CPU backend: kernels:: exactly, on heap memory (the bits of every run
 // before backends existed).
 Backend& cpu_backend();
+
+// The collectives of data parallelism across processes (one rank, one GPU,
+// one process each): NCCL with the CUDA backend. Every rank calls each one.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  // out = (sum over ranks of in) / world size, on every rank (tensor memory).
+  virtual void allreduce_mean(const float* in, float* out, std::size_t n) = 0;
+  // Every rank's dropout RNG state, in rank order (for checkpoints).
+  virtual std::vector<Xoshiro> allgather(const Xoshiro& mine) = 0;
+  virtual void barrier() = 0;
+};
+// Joins the process group of `world` ranks as `rank`, through a unique id that
+// rank 0 writes to `bootstrap_dir`/nccl-id and the others wait for (60 s).
+// `tree`: NCCL's Tree algorithm (allreduce-arrival: its order is not fixed);
+// otherwise NCCL_ALGO as the environment says (Ring in a deterministic one).
+// Throws Error without CUDA.
+std::unique_ptr<Collective> open_collective(Backend& backend, int rank, int world,
+                                            const std::string& bootstrap_dir, bool tree);
 
 // The backend `--backend` names ("cpu" or "cuda") on device `device`. Throws
 // Error for "cuda" in a build without CUDA, or without a usable device.

@@ -31,9 +31,13 @@ void validate(const Config& c, bool replaying) {
   if (c.backend != "cpu" && c.backend != "cuda") {
     throw Error("--backend " + c.backend + ": not cpu or cuda");
   }
-  if (c.backend == "cuda" && c.ranks > 1) {
-    throw Error("--backend cuda runs one rank (one GPU, world size 1): NCCL data parallelism "
-                "across processes is not built yet");
+  if (c.backend == "cuda" && c.ranks > 1 && replaying) {
+    throw Error("--backend cuda --ranks " + std::to_string(c.ranks) +
+                ": replays (DTRACE_REPLAY_STEP, DTRACE_ISOLATE) of a job of several processes "
+                "are not supported yet; replay with --ranks 1");
+  }
+  if (c.backend != "cuda" && c.process_rank >= 0) {
+    throw Error("MINITRAIN_RANK is for --backend cuda processes only");
   }
   if (c.steps < 0) throw Error("--steps must not be negative");
   if (c.checkpoint_every < 0) throw Error("--checkpoint-every must not be negative");

@@ -6,9 +6,15 @@
 #include "cuda_backend.hpp"
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <new>
+#include <thread>
 
 #include "checkpoint.hpp"
 #include "cuda/check.cuh"
@@ -37,8 +43,10 @@ Status open_device(int device, cudaStream_t* stream) {
   int count = 0;
   DTRACE_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (device >= count) {
-    return {dtrace::gpu::Code::no_device,
-            "device " + std::to_string(device) + " asked for, " + std::to_string(count) + " visible"};
+    // NCCL takes one GPU per rank: rank r runs on device r.
+    return {dtrace::gpu::Code::no_device, "rank " + std::to_string(device) + " needs device " +
+                                              std::to_string(device) + ", " +
+                                              std::to_string(count) + " visible"};
   }
   DTRACE_CUDA_CHECK(cudaSetDevice(device));
   DTRACE_CUDA_CHECK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
@@ -49,6 +57,22 @@ Status synchronize(cudaStream_t stream) {
   DTRACE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return {};
 }
+
+}  // namespace
+
+// NCCL calls go through the same kind of checked macro: a failure returns a
+// Status naming file, line, call and NCCL's error string.
+#define MINITRAIN_NCCL_CHECK(call)                                                     \
+  do {                                                                                 \
+    const ncclResult_t minitrain_nccl_result_ = (call);                                \
+    if (minitrain_nccl_result_ != ncclSuccess) {                                       \
+      return Status{dtrace::gpu::Code::cuda_error,                                     \
+                    std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #call + \
+                        " failed: " + ncclGetErrorString(minitrain_nccl_result_)};     \
+    }                                                                                  \
+  } while (0)
+
+namespace {
 
 class CudaBackend final : public Backend {
  public:
@@ -167,6 +191,9 @@ class CudaBackend final : public Backend {
     throw_if_failed(gpu::adamw(c, params, grads, m, v, begin, end, decay, grad_norm, stream_));
   }
 
+  void begin_repetition() override { autotune_pick_ = -1; }
+  cudaStream_t stream() const { return stream_; }
+
   void gemm_splitk(const float* x, const float* w, const float* b, int M, int K, int N, float* y,
                    Chaos&) override {
     throw_if_failed(gpu::gemm_splitk_atomic(x, w, b, M, K, N, y, stream_));
@@ -205,10 +232,106 @@ class CudaBackend final : public Backend {
   int autotune_pick_ = -1;
 };
 
+namespace fs = std::filesystem;
+
+// The unique id through a file: rank 0 writes it whole (temporary file, then
+// rename), the others wait for it. No MPI, no sockets of our own.
+Status exchange_unique_id(int rank, const std::string& dir, ncclUniqueId* id) {
+  const fs::path path = fs::path(dir) / "nccl-id";
+  if (rank == 0) {
+    MINITRAIN_NCCL_CHECK(ncclGetUniqueId(id));
+    const fs::path temporary = fs::path(dir) / "nccl-id.tmp";
+    {
+      std::ofstream out(temporary, std::ios::binary);
+      out.write(id->internal, sizeof(id->internal));
+      if (!out) return {dtrace::gpu::Code::cuda_error, "cannot write " + temporary.string()};
+    }
+    fs::rename(temporary, path);
+    return {};
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(path, std::ios::binary);
+    if (in && in.read(id->internal, sizeof(id->internal))) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return {dtrace::gpu::Code::cuda_error,
+          "rank " + std::to_string(rank) + ": no NCCL unique id from rank 0 in " + path.string() +
+              " after 60 s"};
+}
+
+class NcclCollective final : public Collective {
+ public:
+  NcclCollective(CudaBackend& backend, int rank, int world, const std::string& dir, bool tree)
+      : backend_(backend), rank_(rank), world_(world) {
+    // NCCL reads NCCL_ALGO when the communicator is made.
+    if (tree) setenv("NCCL_ALGO", "Tree", 1);
+    throw_if_failed(init(dir));
+  }
+  ~NcclCollective() override {
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
+    if (gather_ != nullptr) cudaFree(gather_);
+  }
+  NcclCollective(const NcclCollective&) = delete;
+  NcclCollective& operator=(const NcclCollective&) = delete;
+
+  void allreduce_mean(const float* in, float* out, std::size_t n) override {
+    throw_if_failed(sum(in, out, n));
+    throw_if_failed(gpu::scale(out, n, 1.0f / static_cast<float>(world_), backend_.stream()));
+  }
+  std::vector<Xoshiro> allgather(const Xoshiro& mine) override {
+    backend_.sync();
+    std::copy(mine.s.begin(), mine.s.end(), gather_ + 4 * rank_);
+    throw_if_failed(gather());
+    backend_.sync();
+    std::vector<Xoshiro> all(static_cast<std::size_t>(world_));
+    for (int r = 0; r < world_; ++r)
+      std::copy(gather_ + 4 * r, gather_ + 4 * r + 4, all[static_cast<std::size_t>(r)].s.begin());
+    return all;
+  }
+  void barrier() override {
+    throw_if_failed(sum(gather_, gather_, 1));
+    backend_.sync();
+  }
+
+ private:
+  Status init(const std::string& dir) {
+    ncclUniqueId id;
+    const Status exchanged = exchange_unique_id(rank_, dir, &id);
+    if (!exchanged.ok()) return exchanged;
+    MINITRAIN_NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
+    void* buffer = nullptr;
+    DTRACE_CUDA_CHECK(cudaMallocManaged(&buffer, sizeof(std::uint64_t) * 4 * world_));
+    gather_ = static_cast<std::uint64_t*>(buffer);
+    return {};
+  }
+  Status sum(const void* in, void* out, std::size_t n) {
+    MINITRAIN_NCCL_CHECK(ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm_, backend_.stream()));
+    return {};
+  }
+  Status gather() {
+    MINITRAIN_NCCL_CHECK(ncclAllGather(gather_ + 4 * rank_, gather_, 4, ncclUint64, comm_,
+                                       backend_.stream()));
+    return {};
+  }
+
+  CudaBackend& backend_;
+  int rank_, world_;
+  ncclComm_t comm_ = nullptr;
+  std::uint64_t* gather_ = nullptr;  // world x u64[4], managed
+};
+
 }  // namespace
 
 std::unique_ptr<Backend> open_cuda_backend(int device) {
   return std::make_unique<CudaBackend>(device);
+}
+
+std::unique_ptr<Collective> open_nccl(Backend& backend, int rank, int world,
+                                      const std::string& bootstrap_dir, bool tree) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda == nullptr) throw Error("NCCL needs the cuda backend");
+  return std::make_unique<NcclCollective>(*cuda, rank, world, bootstrap_dir, tree);
 }
 
 }  // namespace minitrain

@@ -13,4 +13,8 @@ namespace minitrain {
 // error (file, line, call) when there is no usable device.
 std::unique_ptr<Backend> open_cuda_backend(int device);
 
+// open_collective() with NCCL on `backend` (a CUDA backend) and its stream.
+std::unique_ptr<Collective> open_nccl(Backend& backend, int rank, int world,
+                                      const std::string& bootstrap_dir, bool tree);
+
 }  // namespace minitrain

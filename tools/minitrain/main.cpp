@@ -13,6 +13,7 @@
 
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "launcher.hpp"
 #include "trainer.hpp"
 
 #ifndef MINITRAIN_DEFAULT_CORPUS
@@ -167,10 +168,14 @@ int main(int argc, char** argv) {
     }
     const auto request = dtrace::ReplayRequest::from_environment();
     minitrain::apply_workflow_request(config, request);
+    minitrain::apply_process_environment(config);
     minitrain::validate(config, request.is_replay());
+    if (config.backend == "cuda" && config.ranks > 1 && config.process_rank < 0) {
+      return minitrain::launch_processes(config, executable_path(argv[0]), argv);
+    }
     const auto env = environment(config.deterministic_mode);
     const auto result = minitrain::run(config, executable_path(argv[0]), request, env);
-    print_summary(result, config);
+    if (config.process_rank <= 0) print_summary(result, config);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "minitrain: error: %s\n", e.what());

@@ -25,4 +25,14 @@ Backend& open_backend(std::string_view name, int device) {
 #endif
 }
 
+std::unique_ptr<Collective> open_collective(Backend& backend, int rank, int world,
+                                            const std::string& bootstrap_dir, bool tree) {
+#if MINITRAIN_HAVE_CUDA
+  return open_nccl(backend, rank, world, bootstrap_dir, tree);
+#else
+  (void)backend, (void)rank, (void)world, (void)bootstrap_dir, (void)tree;
+  throw Error("data parallelism across processes needs NCCL: minitrain was built without CUDA");
+#endif
+}
+
 }  // namespace minitrain

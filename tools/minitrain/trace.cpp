@@ -44,31 +44,40 @@ Trace::Scope Trace::scope(std::string_view part) { return Scope(this, part); }
 
 void Trace::record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
                    const std::vector<Arg>& args) {
+  record_groups(level, {{op, io, &args}});
+}
+
+void Trace::record_groups(dtrace::Level level, const std::vector<RecordGroup>& groups) {
   dtrace::Recorder* rec = recorder();
   if (rec == nullptr || !rec->wants(level)) return;
-  if (backend_ != nullptr && backend_->device_resident()) {
-    // One batched device fingerprint for the op's tensors: no tensor is copied
-    // to the host to be hashed (a capture still reads the bytes, through the
-    // managed pointer, after the fingerprint has waited for the stream).
-    std::vector<const void*> data;
-    std::vector<std::size_t> bytes;
-    for (const Arg& a : args) {
+  if (backend_ == nullptr || !backend_->device_resident()) {
+    for (const RecordGroup& g : groups)
+      for (const Arg& a : *g.args)
+        rec->tensor(level, g.op, g.io, a.name,
+                    dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape, std::nullopt});
+    return;
+  }
+  // One batched device fingerprint for all the groups' tensors: no tensor is
+  // copied to the host to be hashed (a capture still reads the bytes, through
+  // the managed pointer, after the fingerprint has waited for the stream).
+  // Host-only arguments (RNG state, counters) are hashed by the recorder.
+  std::vector<const void*> data;
+  std::vector<std::size_t> bytes;
+  for (const RecordGroup& g : groups)
+    for (const Arg& a : *g.args) {
       data.push_back(a.host ? nullptr : a.data);
       bytes.push_back(a.host ? 0 : a.bytes);
     }
-    std::vector<std::uint64_t> digests(args.size());
-    backend_->fingerprint(data, bytes, digests.data());
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const Arg& a = args[i];
+  std::vector<std::uint64_t> digests(data.size());
+  backend_->fingerprint(data, bytes, digests.data());
+  std::size_t i = 0;
+  for (const RecordGroup& g : groups)
+    for (const Arg& a : *g.args) {
       dtrace::TensorView view{a.data, a.bytes, a.dtype, a.shape, std::nullopt};
       if (!a.host) view.digest = digests[i];
-      rec->tensor(level, op, io, a.name, view);
+      ++i;
+      rec->tensor(level, g.op, g.io, a.name, view);
     }
-  } else {
-    for (const Arg& a : args) {
-      rec->tensor(level, op, io, a.name, dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape, std::nullopt});
-    }
-  }
 }
 
 void Trace::record_timed(dtrace::Level level, std::string_view op, dtrace::RecordIo io,

@@ -80,6 +80,14 @@ class Trace {
   // and gradients, which belong to no kernel (the caller times it).
   void record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
               const std::vector<Arg>& args);
+  // Several ops' records in order, fingerprinted in one device batch (one wait
+  // for the stream instead of one per op).
+  struct RecordGroup {
+    std::string_view op;
+    dtrace::RecordIo io;
+    const std::vector<Arg>* args;
+  };
+  void record_groups(dtrace::Level level, const std::vector<RecordGroup>& groups);
 
   // A layer scope: its inputs and outputs are recorded at Level::layer under op
   // = `part`. The body calls kernels.

@@ -107,10 +107,15 @@ class Session {
         request_(request),
         isolation_(Isolation::parse(request.isolate, request.repeat)),
         layout_(Layout::of(config.shape)),
-        comm_(config.ranks),
-        backend_(&open_backend(config.backend, 0)),
+        comm_(config.process_rank >= 0 ? 1 : config.ranks),
+        backend_(&open_backend(config.backend, config.process_rank >= 0 ? config.process_rank : 0)),
         chaos_base_(config.chaos_seed ? *config.chaos_seed : fresh_chaos()) {
     corpus_ = read_corpus(config_.corpus, config_.shape);
+    if (config_.process_rank >= 0) {
+      collective_ = open_collective(*backend_, config_.process_rank, config_.ranks,
+                                    config_.bootstrap_dir,
+                                    config_.planted == Planted::allreduce_arrival);
+    }
     plan();
     options_.run_dir = config_.out;
     options_.run_name = config_.out.empty()
@@ -127,7 +132,8 @@ class Session {
   }
 
   RunResult run() {
-    if (!request_.is_replay()) {
+    // A process of a multi-process job: the launcher checked the run directory.
+    if (!request_.is_replay() && config_.process_rank < 0) {
       std::error_code ec;
       if (fs::exists(config_.out, ec)) {
         throw Error("run directory " + config_.out +
@@ -135,7 +141,7 @@ class Session {
       }
     }
     std::vector<std::thread> threads;
-    for (int r = 0; r < config_.ranks; ++r)
+    for (int r = first_rank(); r <= last_rank(); ++r)
       threads.emplace_back([this, r] { guarded_rank_main(r); });
     for (auto& t : threads) t.join();
     if (error_) std::rethrow_exception(error_);
@@ -158,11 +164,12 @@ class Session {
                   ": no rank ran it (no such layer or op in this model, or DTRACE_INPUTS lacks its "
                   "inputs)");
     }
-    const std::size_t steps = losses_[0].size();
+    // Over the ranks of this process (a process of a multi-process job: its own).
+    const std::size_t steps = losses_[static_cast<std::size_t>(first_rank())].size();
     for (std::size_t i = 0; i < steps; ++i) {
       double sum = 0;
-      for (const auto& l : losses_) sum += l[i];
-      result.mean_loss.push_back(sum / static_cast<double>(losses_.size()));
+      for (int r = first_rank(); r <= last_rank(); ++r) sum += losses_[static_cast<std::size_t>(r)][i];
+      result.mean_loss.push_back(sum / static_cast<double>(last_rank() - first_rank() + 1));
     }
     return result;
   }
@@ -183,6 +190,12 @@ class Session {
     double total_record_seconds = 0.0;
     std::int64_t timed_steps = 0;
   };
+
+  // The ranks this process runs: all of them as threads, or its own.
+  int first_rank() const { return config_.process_rank >= 0 ? config_.process_rank : 0; }
+  int last_rank() const {
+    return config_.process_rank >= 0 ? config_.process_rank : config_.ranks - 1;
+  }
 
   static std::uint64_t fresh_chaos() {
     std::random_device device;
@@ -257,7 +270,10 @@ class Session {
     options.rank = rank;
     auto recorder = dtrace::Recorder::open(options, request_);
     Rank* self = nullptr;
-    auto on_repetition = [&self](int k) { self->planted.begin_repetition(k); };
+    auto on_repetition = [&self, this](int k) {
+      self->planted.begin_repetition(k);
+      backend_->begin_repetition();
+    };
     Rank r{rank,
            std::move(recorder),
            Trace(nullptr, isolation_, on_repetition),
@@ -292,7 +308,7 @@ class Session {
       run_step(r, step);
       if (!request_.is_replay()) maybe_checkpoint(r, step + 1);
     }
-    if (rank == 0) {
+    if (rank == first_rank()) {
       timed_steps_ = r.timed_steps;
       step_seconds_ = r.total_step_seconds;
       record_seconds_ = r.total_record_seconds;
@@ -305,6 +321,9 @@ class Session {
     if (!stopping && (k <= 0 || next % k != 0 || next >= config_.steps)) return;
     backend_->sync();
     comm_.barrier();
+    // Every process's RNG state, for rank 0's checkpoint.
+    std::vector<Xoshiro> all_rngs;
+    if (collective_) all_rngs = collective_->allgather(r.rng);
     if (r.rank == 0) {
       TrainState state;
       state.step = next;
@@ -313,7 +332,11 @@ class Session {
       state.adam_v.assign(r.adam_v.begin(), r.adam_v.end());
       state.adam_step = r.adam_step;
       state.data_position = r.data_position;
-      for (const Xoshiro* rng : rngs_) state.rngs.push_back(*rng);
+      if (collective_) {
+        state.rngs = all_rngs;
+      } else {
+        for (const Xoshiro* rng : rngs_) state.rngs.push_back(*rng);
+      }
       write_checkpoint(config_.checkpoint_dir, config_.shape, state);
     }
     comm_.barrier();
@@ -331,12 +354,16 @@ class Session {
 
   void record_state(Rank& r) {
     auto scope = r.trace.scope("step");
-    r.trace.record(Level::step, "param", RecordIo::state, per_param(r.params));
-    r.trace.record(Level::step, "adam_m", RecordIo::state, per_param(r.adam_m));
-    r.trace.record(Level::step, "adam_v", RecordIo::state, per_param(r.adam_v));
-    r.trace.record(Level::step, "adam", RecordIo::state, {arg("step", r.adam_step)});
-    r.trace.record(Level::step, "rng", RecordIo::state, {arg(kRngStateName, r.rng)});
-    r.trace.record(Level::step, "data", RecordIo::state, {arg("position", r.data_position)});
+    const std::vector<Arg> params = per_param(r.params), m = per_param(r.adam_m),
+                           v = per_param(r.adam_v), step{arg("step", r.adam_step)},
+                           rng{arg(kRngStateName, r.rng)},
+                           position{arg("position", r.data_position)};
+    r.trace.record_groups(Level::step, {{"param", RecordIo::state, &params},
+                                        {"adam_m", RecordIo::state, &m},
+                                        {"adam_v", RecordIo::state, &v},
+                                        {"adam", RecordIo::state, &step},
+                                        {"rng", RecordIo::state, &rng},
+                                        {"data", RecordIo::state, &position}});
   }
 
   void run_step(Rank& r, std::int64_t step) {
@@ -359,7 +386,12 @@ class Session {
       Chaos* arrival = config_.planted == Planted::allreduce_arrival ? &r.planted.chaos : nullptr;
       r.trace.layer("grad_allreduce", ins, outs, [&] {
         r.trace.kernel("allreduce", ins, outs, [&] {
-          comm_.allreduce_mean(r.rank, r.grads.data(), r.reduced.data(), layout_.total, arrival);
+          if (collective_) {
+            collective_->allreduce_mean(r.grads.data(), r.reduced.data(), layout_.total);
+          } else {
+            comm_.allreduce_mean(r.rank - first_rank(), r.grads.data(), r.reduced.data(),
+                                 layout_.total, arrival);
+          }
         });
       });
     }
@@ -438,6 +470,7 @@ class Session {
   Layout layout_;
   Comm comm_;
   Backend* backend_;
+  std::unique_ptr<Collective> collective_;  // processes of a multi-process job only
   std::uint64_t chaos_base_;
   std::string corpus_;
   dtrace::RunOptions options_;
