@@ -292,6 +292,15 @@ MT_HD inline float sum_of_squares(const float* x, size_t n) {
 struct AdamWConstants {
   float lr, beta1, beta2, eps, weight_decay, clip, bc1, bc2;
 };
+// As kernels::adamw computes them for the step after `step` steps.
+inline AdamWConstants adamw_constants(float lr, float beta1, float beta2, float eps,
+                                      float weight_decay, float clip, int warmup,
+                                      std::int64_t step) {
+  const float t = static_cast<float>(step + 1);
+  const float ramp = t / static_cast<float>(warmup);
+  return {lr * (ramp < 1.0f ? ramp : 1.0f), beta1, beta2, eps, weight_decay, clip,
+          1.0f - std::pow(beta1, t), 1.0f - std::pow(beta2, t)};
+}
 MT_HD inline void adamw_at(const AdamWConstants& c, float* params, const float* grads, float* m,
                            float* v, size_t i, bool decay, float grad_norm) {
   const float scale = grad_norm > c.clip ? c.clip / grad_norm : 1.0f;
@@ -359,6 +368,257 @@ MT_HD inline void ce_merge(float* running_max, float* running_sum, float chunk_m
   *running_sum =
       *running_sum * expf(*running_max - new_max) + chunk_sum * expf(chunk_max - new_max);
   *running_max = new_max;
+}
+
+
+// ---- whole ops: extents and thread mapping ----
+//
+// Each op below is the GPU kernel sequence of one minitrain op, written against
+// an executor: `run(n, f)` calls f(i) for every i in [0, n), in any order and
+// concurrently (a launch of n threads on the device, a plain loop in the CPU
+// test); `run.spread(n, f)` the same with one thread per block, for atomics
+// that must race across SMs. Launches of one op follow each other (one stream).
+// So the CPU test runs the very index arithmetic the kernels run.
+
+// atomicAdd on the device; a plain += on the host (a sequential executor).
+MT_HD inline void add_to(float* at, float value) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(at, value);
+#else
+  *at += value;
+#endif
+}
+
+template <class Run>
+void embedding(Run& run, const std::int32_t* tokens, const float* tok_emb, const float* pos_emb,
+               int B, int T, int D, float* x) {
+  run(static_cast<size_t>(B) * T * D,
+      [=] MT_HD(size_t i) { x[i] = embedding_at(tokens, tok_emb, pos_emb, T, D, i); });
+}
+template <class Run>
+void embedding_grad(Run& run, const float* dx, const std::int32_t* tokens, int B, int T, int D,
+                    int V, float* d_tok_emb, float* d_pos_emb) {
+  const size_t tok_n = static_cast<size_t>(V) * D;
+  run(tok_n + static_cast<size_t>(T) * D, [=] MT_HD(size_t i) {
+    if (i < tok_n) {
+      d_tok_emb[i] = embedding_grad_tok_at(dx, tokens, B * T, D, static_cast<int>(i / D),
+                                           static_cast<int>(i % D));
+    } else {
+      const size_t j = i - tok_n;
+      d_pos_emb[j] =
+          embedding_grad_pos_at(dx, B, T, D, static_cast<int>(j / D), static_cast<int>(j % D));
+    }
+  });
+}
+template <class Run>
+void layernorm(Run& run, const float* x, const float* g, const float* b, int M, int D, float* y,
+               float* mean, float* rstd) {
+  run(static_cast<size_t>(M),
+      [=] MT_HD(size_t i) { layernorm_row(x, g, b, D, static_cast<int>(i), y, mean, rstd); });
+}
+// Rows' dx, then (the same launch) one thread per column for dg and db.
+template <class Run>
+void layernorm_grad(Run& run, const float* dy, const float* x, const float* mean,
+                    const float* rstd, const float* g, int M, int D, float* dx, float* dg,
+                    float* db) {
+  run(static_cast<size_t>(M) + D, [=] MT_HD(size_t i) {
+    if (i < static_cast<size_t>(M)) {
+      layernorm_grad_row(dy, x, mean, rstd, g, D, static_cast<int>(i), dx);
+    } else {
+      layernorm_grad_param_at(dy, x, mean, rstd, M, D, static_cast<int>(i - M), dg, db);
+    }
+  });
+}
+// config 0: K in order; 1: autotune's interleaved configuration.
+template <class Run>
+void gemm(Run& run, const float* x, const float* w, const float* b, int M, int K, int N, float* y,
+          int config = 0) {
+  run(static_cast<size_t>(M) * N, [=] MT_HD(size_t i) {
+    const int r = static_cast<int>(i / N), c = static_cast<int>(i % N);
+    y[i] = config == 0 ? gemm_at(x, w, b, K, N, r, c) : gemm_interleaved_at(x, w, b, K, N, r, c);
+  });
+}
+template <class Run>
+void gemm_dx(Run& run, const float* dy, const float* w, int M, int K, int N, float* dx) {
+  run(static_cast<size_t>(M) * K, [=] MT_HD(size_t i) {
+    dx[i] = gemm_dx_at(dy, w, K, N, static_cast<int>(i / K), static_cast<int>(i % K));
+  });
+}
+template <class Run>
+void gemm_dw(Run& run, const float* x, const float* dy, int M, int K, int N, float* dw) {
+  run(static_cast<size_t>(K) * N, [=] MT_HD(size_t i) {
+    dw[i] = gemm_dw_at(x, dy, M, K, N, static_cast<int>(i / N), static_cast<int>(i % N));
+  });
+}
+template <class Run>
+void bias_grad(Run& run, const float* dy, int M, int N, float* db) {
+  run(static_cast<size_t>(N), [=] MT_HD(size_t j) { db[j] = bias_grad_at(dy, M, N, static_cast<int>(j)); });
+}
+
+// (b, h, t, u) of the [B, H, T, T] layout from its flat index.
+struct ScoreIndex {
+  int b, h, t, u;
+};
+MT_HD inline ScoreIndex score_index(const Heads& ix, size_t i) {
+  const size_t TT = static_cast<size_t>(ix.T) * ix.T;
+  return {static_cast<int>(i / (TT * ix.H)), static_cast<int>(i / TT % ix.H),
+          static_cast<int>(i / ix.T % ix.T), static_cast<int>(i % ix.T)};
+}
+template <class Run>
+void attn_scores(Run& run, const float* qkv, int B, int T, int H, int D, float* scores) {
+  const Heads ix = heads(B, T, H, D);
+  run(static_cast<size_t>(B) * H * T * T, [=] MT_HD(size_t i) {
+    const ScoreIndex s = score_index(ix, i);
+    scores[i] = attn_scores_at(qkv, ix, s.b, s.h, s.t, s.u);
+  });
+}
+template <class Run>
+void softmax_causal(Run& run, const float* scores, int rows, int T, float* probs) {
+  run(static_cast<size_t>(rows),
+      [=] MT_HD(size_t r) { softmax_causal_row(scores, T, static_cast<int>(r), probs); });
+}
+template <class Run>
+void attn_values(Run& run, const float* probs, const float* qkv, int B, int T, int H, int D,
+                 float* out) {
+  const Heads ix = heads(B, T, H, D);
+  run(static_cast<size_t>(B) * T * D, [=] MT_HD(size_t i) {
+    const int col = static_cast<int>(i % ix.D);
+    const size_t row = i / ix.D;
+    out[i] = attn_values_at(probs, qkv, ix, static_cast<int>(row / ix.T),
+                            static_cast<int>(row % ix.T), col / ix.hd, col % ix.hd);
+  });
+}
+// d_probs; then d_qkv: q and k parts 0, the v part from the probabilities.
+template <class Run>
+void attn_values_grad(Run& run, const float* d_out, const float* probs, const float* qkv, int B,
+                      int T, int H, int D, float* d_probs, float* d_qkv) {
+  const Heads ix = heads(B, T, H, D);
+  run(static_cast<size_t>(B) * H * T * T, [=] MT_HD(size_t i) {
+    const ScoreIndex s = score_index(ix, i);
+    d_probs[i] = attn_values_grad_probs_at(d_out, qkv, ix, s.b, s.h, s.t, s.u);
+  });
+  run(static_cast<size_t>(B) * T * 3 * D, [=] MT_HD(size_t i) {
+    const size_t width = 3 * static_cast<size_t>(ix.D);
+    const int col = static_cast<int>(i % width);
+    const size_t row = i / width;
+    if (col < 2 * ix.D) {
+      d_qkv[i] = 0.0f;
+      return;
+    }
+    const int c = col - 2 * ix.D;
+    d_qkv[i] = attn_values_grad_v_at(d_out, probs, ix, static_cast<int>(row / ix.T),
+                                     static_cast<int>(row % ix.T), c / ix.hd, c % ix.hd);
+  });
+}
+template <class Run>
+void softmax_grad(Run& run, const float* probs, const float* d_probs, int rows, int T,
+                  float* d_scores) {
+  run(static_cast<size_t>(rows),
+      [=] MT_HD(size_t r) { softmax_grad_row(probs, d_probs, T, static_cast<int>(r), d_scores); });
+}
+// The q and k parts of d_qkv; the v part is left as it is.
+template <class Run>
+void attn_scores_grad(Run& run, const float* d_scores, const float* qkv, int B, int T, int H,
+                      int D, float* d_qkv) {
+  const Heads ix = heads(B, T, H, D);
+  run(static_cast<size_t>(B) * T * 2 * D, [=] MT_HD(size_t i) {
+    const size_t width = 2 * static_cast<size_t>(ix.D);
+    const int col = static_cast<int>(i % width);
+    const size_t row = i / width;
+    const int b = static_cast<int>(row / ix.T), t = static_cast<int>(row % ix.T);
+    const int c = col % ix.D;
+    d_qkv[row * 3 * ix.D + col] =
+        col < ix.D ? attn_scores_grad_q_at(d_scores, qkv, ix, b, t, c / ix.hd, c % ix.hd)
+                   : attn_scores_grad_k_at(d_scores, qkv, ix, b, t, c / ix.hd, c % ix.hd);
+  });
+}
+template <class Run>
+void gelu(Run& run, const float* x, size_t n, float* y) {
+  run(n, [=] MT_HD(size_t i) { y[i] = gelu_at(x[i]); });
+}
+template <class Run>
+void gelu_grad(Run& run, const float* dy, const float* x, size_t n, float* dx) {
+  run(n, [=] MT_HD(size_t i) { dx[i] = gelu_grad_at(dy[i], x[i]); });
+}
+template <class Run>
+void multiply(Run& run, const float* a, const float* b, size_t n, float* y) {
+  run(n, [=] MT_HD(size_t i) { y[i] = a[i] * b[i]; });
+}
+template <class Run>
+void add(Run& run, const float* a, const float* b, size_t n, float* y) {
+  run(n, [=] MT_HD(size_t i) { y[i] = a[i] + b[i]; });
+}
+template <class Run>
+void scale(Run& run, float* x, size_t n, float factor) {
+  run(n, [=] MT_HD(size_t i) { x[i] *= factor; });
+}
+template <class Run>
+void copy(Run& run, const float* in, size_t n, float* out) {
+  run(n, [=] MT_HD(size_t i) { out[i] = in[i]; });
+}
+// Token losses, then one thread for their mean in token order (not a tree).
+template <class Run>
+void cross_entropy(Run& run, const float* logits, const std::int32_t* targets, int M, int V,
+                   float* token_losses, float* loss) {
+  run(static_cast<size_t>(M), [=] MT_HD(size_t i) {
+    token_losses[i] = token_loss_row(logits, targets, V, static_cast<int>(i));
+  });
+  run(size_t{1}, [=] MT_HD(size_t) { *loss = mean_loss(token_losses, M); });
+}
+template <class Run>
+void cross_entropy_grad(Run& run, const float* logits, const std::int32_t* targets, int M, int V,
+                        float* dlogits) {
+  run(static_cast<size_t>(M), [=] MT_HD(size_t i) {
+    cross_entropy_grad_row(logits, targets, M, V, static_cast<int>(i), dlogits);
+  });
+}
+// One thread: the CPU's order of the sum of squares.
+template <class Run>
+void grad_norm(Run& run, const float* grads, size_t n, float* norm) {
+  run(size_t{1}, [=] MT_HD(size_t) { *norm = sqrtf(sum_of_squares(grads, n)); });
+}
+template <class Run>
+void adamw(Run& run, const AdamWConstants& c, float* params, const float* grads, float* m,
+           float* v, size_t begin, size_t end, bool decay, const float* grad_norm) {
+  run(end - begin, [=] MT_HD(size_t i) {
+    adamw_at(c, params, grads, m, v, begin + i, decay, *grad_norm);
+  });
+}
+
+// ---- planted ops ----
+
+// y = b, then every (chunk, output) partial added atomically: the chunks of an
+// output race. Sequentially: chunk order 0, 1, ... after the bias.
+template <class Run>
+void gemm_splitk_atomic(Run& run, const float* x, const float* w, const float* b, int M, int K,
+                        int N, float* y) {
+  const size_t outputs = static_cast<size_t>(M) * N;
+  run(outputs, [=] MT_HD(size_t i) { y[i] = b != nullptr ? b[i % N] : 0.0f; });
+  run(outputs * splitk_chunks(K), [=] MT_HD(size_t i) {
+    const int c = static_cast<int>(i / outputs);
+    const size_t o = i % outputs;
+    add_to(&y[o], gemm_splitk_partial_at(x, w, K, N, static_cast<int>(o / N),
+                                         static_cast<int>(o % N), c));
+  });
+}
+// db = 0, then every element of dy added atomically to its column.
+template <class Run>
+void bias_grad_atomic(Run& run, const float* dy, int M, int N, float* db) {
+  run(static_cast<size_t>(N), [=] MT_HD(size_t j) { db[j] = 0.0f; });
+  run(static_cast<size_t>(M) * N, [=] MT_HD(size_t i) { add_to(&db[i % N], dy[i]); });
+}
+// Token losses as the ordered op; their sum added atomically, one token per
+// block (lanes of one warp would add in a fixed order), then divided by M.
+template <class Run>
+void cross_entropy_atomic(Run& run, const float* logits, const std::int32_t* targets, int M,
+                          int V, float* token_losses, float* loss) {
+  run(size_t{1}, [=] MT_HD(size_t) { *loss = 0.0f; });
+  run.spread(static_cast<size_t>(M), [=] MT_HD(size_t i) {
+    const float value = token_loss_row(logits, targets, V, static_cast<int>(i));
+    token_losses[i] = value;
+    add_to(loss, value);
+  });
+  run(size_t{1}, [=] MT_HD(size_t) { *loss = *loss / static_cast<float>(M); });
 }
 
 }  // namespace minitrain::ops

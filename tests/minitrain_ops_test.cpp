@@ -1,9 +1,11 @@
-// The CPU proof of minitrain's GPU kernels: the per-output bodies of
-// cuda/minitrain_ops.cuh, which cuda/minitrain_kernels.cu maps onto threads,
-// run here over every index of every op and must give the bits of
-// tools/minitrain/kernels.cpp. Where a planted CPU kernel draws an order from
-// chaos, the test draws the same order and combines the bodies' partial results
-// in it, which proves the pieces the GPU combines by atomics.
+// The CPU proof of minitrain's GPU kernels. First the per-output bodies of
+// cuda/minitrain_ops.cuh over every index of every op, against the bits of
+// tools/minitrain/kernels.cpp (where a planted CPU kernel draws an order from
+// chaos, the test draws the same order and combines the bodies' partial
+// results in it: the pieces the GPU combines by atomics). Then the CUDA
+// backend's own class, OpsBackend, with a loop for a launch: the extents,
+// thread mapping and arguments of every op, training the model to the CPU
+// backend's bits.
 #include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
@@ -14,8 +16,13 @@
 #include <vector>
 
 #include "cuda/minitrain_ops.cuh"
+#include "minitrain/backend.hpp"
 #include "minitrain/chaos.hpp"
 #include "minitrain/kernels.hpp"
+#include "minitrain/model.hpp"
+#include "minitrain/ops_backend.hpp"
+#include "minitrain/trace.hpp"
+#include "minitrain/trainer.hpp"
 
 namespace mt = minitrain;
 namespace k = minitrain::kernels;
@@ -373,4 +380,128 @@ TEST_CASE("GPU bodies: planted partials combined in the CPU's chaos order give i
     CHECK(std::bit_cast<std::uint32_t>(loss) ==
           std::bit_cast<std::uint32_t>(total / static_cast<float>(M)));
   }
+}
+
+// ---- the GPU backend's own code, run by a loop ----
+
+namespace {
+
+// The executor of tests: every thread index in order, one after the other.
+struct Sequential {
+  template <class F>
+  void operator()(std::size_t n, F f) const {
+    for (std::size_t i = 0; i < n; ++i) f(i);
+  }
+  template <class F>
+  void spread(std::size_t n, F f) const {
+    (*this)(n, f);
+  }
+};
+
+// OpsBackend<Sequential>: the CUDA backend's class code with a loop for a
+// launch; what only a device has is the CPU's (autotune picks as the CPU does,
+// uninit-pad's tail is zeros: the sums then equal the ordered kernel's).
+class LoopBackend final : public mt::OpsBackend<Sequential> {
+ public:
+  LoopBackend() : OpsBackend<Sequential>(Sequential{}) {}
+  std::string_view name() const override { return "loop"; }
+  void bias_grad_padded(const float* dy, int M, int N, float* db, mt::Chaos&) override {
+    std::vector<float> workspace(static_cast<std::size_t>(ops::padded_rows(M)) * N, 0.0f);
+    std::copy(dy, dy + static_cast<std::size_t>(M) * N, workspace.begin());
+    ops::bias_grad(run_, workspace.data(), ops::padded_rows(M), N, db);
+  }
+
+ protected:
+  int autotune_pick(const float*, const float*, const float*, int, int, int, float*,
+                    int cpu_pick) override {
+    return cpu_pick;
+  }
+};
+
+struct Trained {
+  std::vector<float> losses, params, grads;
+};
+
+// Three training steps of a small model (dropout on, AdamW) on `backend`.
+Trained train(mt::Backend& backend, mt::Planted planted) {
+  mt::ModelShape shape;
+  shape.d_model = 16;
+  shape.n_layer = 2;
+  shape.n_head = 2;
+  shape.seq = 8;
+  shape.batch = 3;
+  const mt::Layout layout = mt::Layout::of(shape);
+  std::vector<float> init;
+  mt::init_params(layout, 3, init);
+  mt::Floats params(init.begin(), init.end()), grads(layout.total), m(layout.total),
+      v(layout.total);
+  mt::Tensor norm({1});
+  mt::Model model(shape, layout, backend);
+  mt::Trace trace(nullptr, {}, {});
+  mt::PlantedState state;
+  state.planted = planted;
+  mt::Xoshiro rng = mt::Xoshiro::seeded(11);
+  const std::string text =
+      "A model that learns the same thing twice should learn it the same way twice, bit for bit.";
+  Trained out;
+  for (std::int64_t step = 0; step < 3; ++step) {
+    state.begin_step(step);
+    mt::fill_batch(text, shape, 0, step * shape.batch, model.inputs(), model.targets());
+    out.losses.push_back(model.forward_backward(trace, state, rng, params, grads));
+    backend.grad_norm(grads.data(), layout.total, norm.p());
+    for (const mt::ParamInfo& p : layout.params)
+      backend.adamw({}, params.data(), grads.data(), m.data(), v.data(), p.offset,
+                    p.offset + p.size, p.decay, step, norm.p());
+    backend.sync();
+  }
+  out.params.assign(params.begin(), params.end());
+  out.grads.assign(grads.begin(), grads.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the GPU backend's code, run by a loop, trains the model to the CPU's bits",
+          "[minitrain][ops]") {
+  LoopBackend loop;
+  // Deterministic ops, and the atomics run in one order (rows, chunks and
+  // tokens in index order, which is the ordered kernels' order for the bias
+  // gradient and the loss, and splitk's chunks added after the bias).
+  for (const mt::Planted planted :
+       {mt::Planted::none, mt::Planted::autotune, mt::Planted::atomic_bias_grad,
+        mt::Planted::fused_ce, mt::Planted::uninit_pad}) {
+    INFO("planted " << mt::planted_name(planted));
+    // The CPU's planted kernels draw chaos; compare the GPU code's atomics,
+    // run in index order, with the CPU's ordered kernels instead.
+    const mt::Planted on_cpu =
+        planted == mt::Planted::autotune ? mt::Planted::autotune : mt::Planted::none;
+    const Trained cpu = train(mt::cpu_backend(), on_cpu);
+    const Trained gpu = train(loop, planted);
+    CHECK(first_difference(cpu.losses, gpu.losses) == -1);
+    CHECK(first_difference(cpu.grads, gpu.grads) == -1);
+    CHECK(first_difference(cpu.params, gpu.params) == -1);
+    CHECK(cpu.losses.back() < cpu.losses.front());
+  }
+}
+
+TEST_CASE("the GPU backend's split-K atomics, in index order, add the chunks after the bias",
+          "[minitrain][ops]") {
+  LoopBackend loop;
+  const int K = 64, N = 16;
+  const auto x = random_values(static_cast<std::size_t>(M) * K, 31);
+  const auto w = random_values(static_cast<std::size_t>(K) * N, 32);
+  const auto b = random_values(N, 33);
+  std::vector<float> y(static_cast<std::size_t>(M) * N), ordered(y.size()), want(y.size());
+  mt::Chaos unused;
+  loop.gemm_splitk(x.data(), w.data(), b.data(), M, K, N, y.data(), unused);
+  k::gemm(x.data(), w.data(), b.data(), M, K, N, ordered.data());
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float acc = b[static_cast<std::size_t>(j)];
+      for (int c = 0; c < ops::splitk_chunks(K); ++c)
+        acc += ops::gemm_splitk_partial_at(x.data(), w.data(), K, N, i, j, c);
+      want[static_cast<std::size_t>(i) * N + j] = acc;
+    }
+  CHECK(first_difference(y, want) == -1);
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(std::abs(y[i] - ordered[i]) < 1e-4f);
 }

@@ -1,5 +1,6 @@
 #include "backend.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <new>
 #include <stdexcept>
@@ -90,6 +91,7 @@ class CpuBackend final : public Backend {
                           float* dlogits) override {
     k::cross_entropy_grad(logits, targets, M, V, dlogits);
   }
+  void copy(const float* in, std::size_t n, float* out) override { std::copy(in, in + n, out); }
   void grad_norm(const float* grads, std::size_t n, float* norm) override {
     *norm = std::sqrt(k::sum_of_squares(grads, n));
   }

@@ -110,6 +110,8 @@ class Backend {
                                   float* dlogits) = 0;
   // *norm = sqrt(sum of squares of grads[0, n)).
   virtual void grad_norm(const float* grads, std::size_t n, float* norm) = 0;
+  // out = in (the all-reduce of a world of one).
+  virtual void copy(const float* in, std::size_t n, float* out) = 0;
   // kernels::adamw with the gradient norm read from tensor memory.
   virtual void adamw(const kernels::AdamW& hp, float* params, const float* grads, float* m,
                      float* v, std::size_t begin, std::size_t end, bool decay, std::int64_t step,

@@ -388,6 +388,9 @@ class Session {
         r.trace.kernel("allreduce", ins, outs, [&] {
           if (collective_) {
             collective_->allreduce_mean(r.grads.data(), r.reduced.data(), layout_.total);
+          } else if (backend_->device_resident() && config_.ranks == 1) {
+            // A world of one on the device: no trip through host memory.
+            backend_->copy(r.grads.data(), layout_.total, r.reduced.data());
           } else {
             comm_.allreduce_mean(r.rank - first_rank(), r.grads.data(), r.reduced.data(),
                                  layout_.total, arrival);
