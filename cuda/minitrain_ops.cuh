@@ -1,7 +1,8 @@
-// The arithmetic of minitrain's GPU kernels, one output (or one row) per call,
-// as __host__ __device__ functions: cuda/minitrain_kernels.cu maps them onto
-// threads, and tests/minitrain_ops_test.cpp runs them on the CPU over every
-// index against tools/minitrain/kernels.cpp. Each body adds in the order the
+// minitrain's GPU ops, written once: per-output (or per-row) bodies and, at the
+// end, each op's extents and thread mapping, as __host__ __device__ code that
+// an executor runs (a launch in the CUDA backend, tools/minitrain/cuda_backend.cu;
+// a loop in tests/minitrain_ops_test.cpp, which compares against
+// tools/minitrain/kernels.cpp). Each body adds in the order the
 // CPU kernel does, so the deterministic GPU kernels compute the CPU's bits
 // wherever the math library agrees (+ - * / sqrt are IEEE on both sides with
 // nvcc --fmad=false; exp, log, tanh may differ by an ulp between glibc and

@@ -39,7 +39,8 @@ for switch in atomic-bias-grad splitk autotune fused-ce uninit-pad; do
     mt --steps 2 --nondet "$switch" --out "$switch-a" >/dev/null
     mt --steps 2 --nondet "$switch" --out "$switch-b" >/dev/null
     "$dtrace" diff "$switch-a" "$switch-b" >/dev/null && continue
-    got=$(timeout 300 "$dtrace" bisect --trust --json 2>/dev/null |
+    # --repeat 4: autotune re-tunes in every replay, so a replayed pair may pick alike.
+    got=$(timeout 300 "$dtrace" bisect --trust --repeat 4 --json 2>/dev/null |
           python3 -c 'import json,sys; d=json.load(sys.stdin); c=d.get("culprit") or {}; print(c.get("op"), c.get("scope"))')
     if [ "$got" = "$want_op" ]; then verdict="named $got"; else verdict="FAIL: bisect said '$got', planted '$want_op'"; fi
     break

@@ -1,7 +1,7 @@
 // Backend: where minitrain's tensors live and its ops run. The model and the
 // trainer call every op through one Backend, so the same GPT, scopes and
 // records run on the CPU (`--backend cpu`, kernels::) or on a GPU
-// (`--backend cuda`, cuda/minitrain_kernels.cu).
+// (`--backend cuda`, cuda_backend.cu on cuda/minitrain_ops.cuh).
 //
 // Memory: every tensor (Buffer, Floats) is allocated through the process's
 // TensorMemory, which the backend installs before the first tensor exists:

@@ -10,17 +10,16 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <new>
-#include <thread>
+#include <vector>
 
 #include "checkpoint.hpp"
 #include "cuda/check.cuh"
 #include "cuda/minitrain_kernels.cuh"
+#include "launcher.hpp"
 #include "ops_backend.hpp"
 
 namespace minitrain {
@@ -140,34 +139,6 @@ class CudaBackend final : public OpsBackend<gpu::Launch> {
   int autotune_pick_ = -1;
 };
 
-namespace fs = std::filesystem;
-
-// The unique id through a file: rank 0 writes it whole (temporary file, then
-// rename), the others wait for it. No MPI, no sockets of our own.
-Status exchange_unique_id(int rank, const std::string& dir, ncclUniqueId* id) {
-  const fs::path path = fs::path(dir) / "nccl-id";
-  if (rank == 0) {
-    MINITRAIN_NCCL_CHECK(ncclGetUniqueId(id));
-    const fs::path temporary = fs::path(dir) / "nccl-id.tmp";
-    {
-      std::ofstream out(temporary, std::ios::binary);
-      out.write(id->internal, sizeof(id->internal));
-      if (!out) return {dtrace::gpu::Code::cuda_error, "cannot write " + temporary.string()};
-    }
-    fs::rename(temporary, path);
-    return {};
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(path, std::ios::binary);
-    if (in && in.read(id->internal, sizeof(id->internal))) return {};
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return {dtrace::gpu::Code::cuda_error,
-          "rank " + std::to_string(rank) + ": no NCCL unique id from rank 0 in " + path.string() +
-              " after 60 s"};
-}
-
 class NcclCollective final : public Collective {
  public:
   NcclCollective(CudaBackend& backend, int rank, int world, const std::string& dir, bool tree)
@@ -203,10 +174,15 @@ class NcclCollective final : public Collective {
   }
 
  private:
+  // The unique id through a file (launcher.hpp): no MPI, no sockets of ours.
   Status init(const std::string& dir) {
     ncclUniqueId id;
-    const Status exchanged = exchange_unique_id(rank_, dir, &id);
-    if (!exchanged.ok()) return exchanged;
+    if (rank_ == 0) {
+      MINITRAIN_NCCL_CHECK(ncclGetUniqueId(&id));
+      publish_unique_id(dir, id.internal, sizeof(id.internal));
+    } else {
+      await_unique_id(dir, id.internal, sizeof(id.internal), rank_, 60000);
+    }
     MINITRAIN_NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
     void* buffer = nullptr;
     DTRACE_CUDA_CHECK(cudaMallocManaged(&buffer, sizeof(std::uint64_t) * 4 * world_));

@@ -1,4 +1,4 @@
-// The CUDA backend's factory (cuda_backend.cpp, built only with CUDA). Names
+// The CUDA backend's factory (cuda_backend.cu, built only with CUDA). Names
 // no CUDA type.
 #pragma once
 

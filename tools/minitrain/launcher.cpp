@@ -4,8 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,32 @@
 namespace minitrain {
 
 namespace fs = std::filesystem;
+
+void publish_unique_id(const std::string& dir, const void* id, std::size_t bytes) {
+  const fs::path temporary = fs::path(dir) / "nccl-id.tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary);
+    out.write(static_cast<const char*>(id), static_cast<std::streamsize>(bytes));
+    if (!out) throw Error("cannot write the NCCL unique id to " + temporary.string());
+  }
+  std::error_code ec;
+  fs::rename(temporary, fs::path(dir) / "nccl-id", ec);
+  if (ec) throw Error("cannot publish the NCCL unique id in " + dir + ": " + ec.message());
+}
+
+void await_unique_id(const std::string& dir, void* id, std::size_t bytes, int rank,
+                     int timeout_ms) {
+  const fs::path path = fs::path(dir) / "nccl-id";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    std::ifstream in(path, std::ios::binary);
+    if (in && in.read(static_cast<char*>(id), static_cast<std::streamsize>(bytes))) return;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw Error("rank " + std::to_string(rank) + ": no NCCL unique id from rank 0 in " +
+              path.string() + " after " + std::to_string(timeout_ms / 1000) + " s");
+}
 
 void apply_process_environment(Config& config) {
   const char* rank = std::getenv("MINITRAIN_RANK");

@@ -6,6 +6,7 @@
 // stopped (they would wait in NCCL forever) and the launcher exits 2.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "config.hpp"
@@ -15,6 +16,13 @@ namespace minitrain {
 // Runs the job; returns the exit status (0, or 2 when a rank failed).
 // `executable` is this program (re-executed with `argv`).
 int launch_processes(const Config& config, const std::string& executable, char** argv);
+
+// The bootstrap file: rank 0 publishes the communicator's unique id (opaque
+// bytes) in DIR/nccl-id whole (a temporary file, then rename); the other ranks
+// wait for it, polling, up to `timeout_ms`. Throw Error on failure or timeout.
+void publish_unique_id(const std::string& dir, const void* id, std::size_t bytes);
+void await_unique_id(const std::string& dir, void* id, std::size_t bytes, int rank,
+                     int timeout_ms);
 
 // MINITRAIN_RANK / MINITRAIN_BOOTSTRAP into the configuration (a launched
 // process); throws Error for a malformed value.
