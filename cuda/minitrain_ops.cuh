@@ -573,10 +573,29 @@ void cross_entropy_grad(Run& run, const float* logits, const std::int32_t* targe
     cross_entropy_grad_row(logits, targets, M, V, static_cast<int>(i), dlogits);
   });
 }
-// One thread: the CPU's order of the sum of squares.
+// The gradient norm in a fixed order that a GPU can run in parallel: chunks
+// of kNormChunk elements summed in index order, one thread each, then the
+// chunks' sums in chunk order by one thread. (The CPU's single running sum
+// would be one thread over millions of elements; this order differs from it,
+// so grad_norm is the one op whose GPU bits are not the CPU's by design.)
+constexpr size_t kNormChunk = 1024;
+MT_HD inline size_t norm_chunks(size_t n) { return (n + kNormChunk - 1) / kNormChunk; }
+MT_HD inline float sum_of_squares_chunk(const float* x, size_t n, size_t c) {
+  const size_t end = (c + 1) * kNormChunk < n ? (c + 1) * kNormChunk : n;
+  float acc = 0.0f;
+  for (size_t i = c * kNormChunk; i < end; ++i) acc += x[i] * x[i];
+  return acc;
+}
+// `partials` holds norm_chunks(n) floats.
 template <class Run>
-void grad_norm(Run& run, const float* grads, size_t n, float* norm) {
-  run(size_t{1}, [=] MT_HD(size_t) { *norm = sqrtf(sum_of_squares(grads, n)); });
+void grad_norm(Run& run, const float* grads, size_t n, float* partials, float* norm) {
+  const size_t chunks = norm_chunks(n);
+  run(chunks, [=] MT_HD(size_t c) { partials[c] = sum_of_squares_chunk(grads, n, c); });
+  run(size_t{1}, [=] MT_HD(size_t) {
+    float acc = 0.0f;
+    for (size_t c = 0; c < chunks; ++c) acc += partials[c];
+    *norm = sqrtf(acc);
+  });
 }
 template <class Run>
 void adamw(Run& run, const AdamWConstants& c, float* params, const float* grads, float* m,

@@ -266,6 +266,8 @@ TEST_CASE("GPU bodies: elementwise ops, cross-entropy and AdamW give the CPU's b
 
   CHECK(std::bit_cast<std::uint32_t>(k::sum_of_squares(x.data(), n)) ==
         std::bit_cast<std::uint32_t>(ops::sum_of_squares(x.data(), n)));
+  CHECK(std::bit_cast<std::uint32_t>(ops::sum_of_squares_chunk(x.data(), n, 0)) ==
+        std::bit_cast<std::uint32_t>(ops::sum_of_squares(x.data(), ops::kNormChunk)));
 
   const k::AdamW hp;
   for (const float norm : {0.5f, 3.0f}) {
@@ -448,7 +450,9 @@ Trained train(mt::Backend& backend, mt::Planted planted) {
     state.begin_step(step);
     mt::fill_batch(text, shape, 0, step * shape.batch, model.inputs(), model.targets());
     out.losses.push_back(model.forward_backward(trace, state, rng, params, grads));
-    backend.grad_norm(grads.data(), layout.total, norm.p());
+    // The CPU's norm on both sides: the GPU's chunked order differs by design
+    // (its own test below), and the rest must stay comparable bit for bit.
+    mt::cpu_backend().grad_norm(grads.data(), layout.total, norm.p());
     for (const mt::ParamInfo& p : layout.params)
       backend.adamw({}, params.data(), grads.data(), m.data(), v.data(), p.offset,
                     p.offset + p.size, p.decay, step, norm.p());
@@ -504,4 +508,28 @@ TEST_CASE("the GPU backend's split-K atomics, in index order, add the chunks aft
     }
   CHECK(first_difference(y, want) == -1);
   for (std::size_t i = 0; i < y.size(); ++i) CHECK(std::abs(y[i] - ordered[i]) < 1e-4f);
+}
+
+TEST_CASE("the GPU gradient norm: chunks in index order, then the chunks in order",
+          "[minitrain][ops]") {
+  LoopBackend loop;
+  // Not a multiple of the chunk: the last chunk is short.
+  const std::size_t n = 3 * ops::kNormChunk + 77;
+  const auto g = random_values(n, 41);
+  float norm = 0.0f, cpu = 0.0f;
+  loop.grad_norm(g.data(), n, &norm);
+  mt::cpu_backend().grad_norm(g.data(), n, &cpu);
+  float want = 0.0f;
+  for (std::size_t c = 0; c < 4; ++c) {
+    float chunk = 0.0f;
+    for (std::size_t i = c * ops::kNormChunk; i < std::min(n, (c + 1) * ops::kNormChunk); ++i)
+      chunk += g[i] * g[i];
+    want += chunk;
+  }
+  CHECK(std::bit_cast<std::uint32_t>(norm) == std::bit_cast<std::uint32_t>(std::sqrt(want)));
+  CHECK(std::abs(norm - cpu) <= 1e-5f * cpu);
+  // A larger call grows the partials; a smaller one reuses them.
+  loop.grad_norm(g.data(), ops::kNormChunk, &norm);
+  CHECK(std::bit_cast<std::uint32_t>(norm) ==
+        std::bit_cast<std::uint32_t>(std::sqrt(ops::sum_of_squares(g.data(), ops::kNormChunk))));
 }

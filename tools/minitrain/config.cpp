@@ -31,6 +31,10 @@ void validate(const Config& c, bool replaying) {
   if (c.backend != "cpu" && c.backend != "cuda") {
     throw Error("--backend " + c.backend + ": not cpu or cuda");
   }
+  // Before the launcher starts any process.
+  if (c.backend == "cuda" && !cuda_backend_built()) {
+    throw Error("--backend cuda: minitrain was built without CUDA (meson setup -Dcuda=enabled)");
+  }
   if (c.backend == "cuda" && c.ranks > 1 && replaying) {
     throw Error("--backend cuda --ranks " + std::to_string(c.ranks) +
                 ": replays (DTRACE_REPLAY_STEP, DTRACE_ISOLATE) of a job of several processes "

@@ -99,7 +99,11 @@ class OpsBackend : public Backend {
     ops::cross_entropy_grad(run_, logits, targets, M, V, dlogits);
   }
   void grad_norm(const float* grads, std::size_t n, float* norm) override {
-    ops::grad_norm(run_, grads, n, norm);
+    if (norm_partials_.size() < ops::norm_chunks(n)) {
+      sync();  // nothing queued may still use the old buffer
+      norm_partials_.resize(ops::norm_chunks(n));
+    }
+    ops::grad_norm(run_, grads, n, norm_partials_.data(), norm);
   }
   void adamw(const kernels::AdamW& hp, float* params, const float* grads, float* m, float* v,
              std::size_t begin, std::size_t end, bool decay, std::int64_t step,
@@ -135,6 +139,9 @@ class OpsBackend : public Backend {
                             float* y, int cpu_pick) = 0;
 
   Run run_;
+
+ private:
+  Floats norm_partials_;  // grad_norm's per-chunk sums, in tensor memory
 };
 
 }  // namespace minitrain
