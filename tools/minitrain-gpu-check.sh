@@ -23,6 +23,18 @@ if ! mt --steps 1 --out probe >/dev/null; then
 fi
 failed=0
 
+# 0. The GPU computes what the CPU does: step 0's loss within 1e-5 (exp, log
+#    and tanh may round differently; everything else adds in the same order).
+timeout 120 "$minitrain" "${small[@]:2}" --steps 1 --out cpu-0 >/dev/null 2>>err.txt
+loss0() { python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("op") == "loss" and r.get("step") == 0: print(r["value"])' "$1/rank0.jsonl"; }
+gpu_loss=$(loss0 probe) cpu_loss=$(loss0 cpu-0)
+if python3 -c "import sys; g, c = $gpu_loss, $cpu_loss; sys.exit(0 if abs(g - c) <= 1e-5 * abs(c) else 1)" 2>/dev/null; then
+  row "step-0 loss, GPU vs CPU" "$gpu_loss vs $cpu_loss"
+else row "step-0 loss, GPU vs CPU" "FAIL: $gpu_loss vs $cpu_loss"; failed=1; fi
+
 # 1. Two deterministic runs, identical at kernel level.
 mt --steps 3 --level kernel --out det-a >/dev/null && mt --steps 3 --level kernel --out det-b >/dev/null
 if "$dtrace" diff det-a det-b >/dev/null; then
@@ -59,7 +71,7 @@ sys.exit(0 if float(b) < float(a) - 1.0 else 1)
 PY
 # 4. Recording overhead and 5. tokens/s on a model whose step is GPU work, not
 #    launch latency (the per-step cost of recording is a few fixed waits).
-large=(--d-model 512 --layers 6 --heads 8 --seq 256 --batch 8 --steps 30 --level step)
+large=(--d-model 512 --layers 6 --heads 8 --seq 256 --batch 8 --steps 20 --level step)
 summary=$(mt "${large[@]}" --out large)
 overhead=$(grep -o 'recording [0-9.]* ms ([0-9.]*%)' <<<"$summary")
 pct=$(grep -o '([0-9.]*%' <<<"$overhead" | tr -d '(%')
