@@ -84,6 +84,8 @@ class CudaBackend final : public OpsBackend<gpu::Launch> {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(run_.stream);
+    if (staged_ != nullptr) cudaEventDestroy(staged_);
+    if (staging_ != nullptr) cudaFreeHost(staging_);
     cudaStreamDestroy(run_.stream);
   }
   CudaBackend(const CudaBackend&) = delete;
@@ -105,6 +107,18 @@ class CudaBackend final : public OpsBackend<gpu::Launch> {
   void begin_repetition() override { autotune_pick_ = -1; }
   cudaStream_t stream() const { return run_.stream; }
   void scale(float* x, std::size_t n, float factor) { ops::scale(run_, x, n, factor); }
+
+  // The mask is drawn on the host (the CPU's draws from the recorded RNG) into
+  // pinned staging memory and copied on the stream: the device keeps working
+  // meanwhile; only the previous copy out of the staging buffer is waited for.
+  void dropout(const float* x, std::size_t n, float p, Xoshiro& rng, float* y,
+               float* mask) override {
+    throw_if_failed(stage(n));
+    const float keep = 1.0f / (1.0f - p);
+    for (std::size_t i = 0; i < n; ++i) staging_[i] = rng.uniform() < p ? 0.0f : keep;
+    throw_if_failed(upload(mask, n));
+    ops::multiply(run_, x, mask, n, y);
+  }
 
   void bias_grad_padded(const float* dy, int M, int N, float* db, Chaos&) override {
     // The pool's next block holds what its last tenant left (bits that depend
@@ -135,8 +149,30 @@ class CudaBackend final : public OpsBackend<gpu::Launch> {
     DTRACE_CUDA_CHECK(cudaGetLastError());
     return {};
   }
+  // Staging for n floats, free to write: the last upload out of it is done.
+  Status stage(std::size_t n) {
+    if (staged_ == nullptr) DTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+    DTRACE_CUDA_CHECK(cudaEventSynchronize(staged_));
+    if (n > staging_size_) {
+      if (staging_ != nullptr) DTRACE_CUDA_CHECK(cudaFreeHost(staging_));
+      void* memory = nullptr;
+      DTRACE_CUDA_CHECK(cudaMallocHost(&memory, n * sizeof(float)));
+      staging_ = static_cast<float*>(memory);
+      staging_size_ = n;
+    }
+    return {};
+  }
+  Status upload(float* to, std::size_t n) {
+    DTRACE_CUDA_CHECK(
+        cudaMemcpyAsync(to, staging_, n * sizeof(float), cudaMemcpyDefault, run_.stream));
+    DTRACE_CUDA_CHECK(cudaEventRecord(staged_, run_.stream));
+    return {};
+  }
 
   int autotune_pick_ = -1;
+  float* staging_ = nullptr;  // pinned host memory for dropout masks
+  std::size_t staging_size_ = 0;
+  cudaEvent_t staged_ = nullptr;  // recorded after the last upload from staging_
 };
 
 class NcclCollective final : public Collective {
