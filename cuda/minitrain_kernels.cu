@@ -16,7 +16,8 @@ namespace {
 __global__ void dirty_kernel(std::uint32_t* words, std::size_t n) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) {
-    words[i] = static_cast<std::uint32_t>(clock64() * 2654435761ULL) ^ static_cast<std::uint32_t>(i);
+    words[i] =
+        static_cast<std::uint32_t>(clock64() * 2654435761ULL) ^ static_cast<std::uint32_t>(i);
   }
 }
 
@@ -48,8 +49,8 @@ Status dirty_pool(std::size_t bytes, cudaStream_t stream) {
   DTRACE_CUDA_CHECK(cudaMallocAsync(&block, bytes, stream));
   const std::size_t words = bytes / sizeof(std::uint32_t);
   if (words > 0) {
-    dirty_kernel<<<static_cast<unsigned>((words + kThreads - 1) / kThreads), kThreads, 0,
-                   stream>>>(static_cast<std::uint32_t*>(block), words);
+    dirty_kernel<<<static_cast<unsigned>((words + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        static_cast<std::uint32_t*>(block), words);
   }
   DTRACE_CUDA_CHECK(cudaGetLastError());
   DTRACE_CUDA_CHECK(cudaFreeAsync(block, stream));

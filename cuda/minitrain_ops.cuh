@@ -36,7 +36,8 @@ MT_HD inline float embedding_at(const std::int32_t* tokens, const float* tok_emb
   const size_t row = i / static_cast<size_t>(D);
   const int d = static_cast<int>(i % static_cast<size_t>(D));
   const int t = static_cast<int>(row % static_cast<size_t>(T));
-  return tok_emb[static_cast<size_t>(tokens[row]) * D + d] + pos_emb[static_cast<size_t>(t) * D + d];
+  return tok_emb[static_cast<size_t>(tokens[row]) * D + d] +
+         pos_emb[static_cast<size_t>(t) * D + d];
 }
 // d_tok_emb[v, d]: the rows that picked token v, added in row order.
 MT_HD inline float embedding_grad_tok_at(const float* dx, const std::int32_t* tokens, int M, int D,
@@ -154,9 +155,7 @@ struct Heads {
   }
 };
 MT_HD inline Heads heads(int B, int T, int H, int D) { return {B, T, H, D, D / H}; }
-MT_HD inline float attn_scale(const Heads& ix) {
-  return 1.0f / sqrtf(static_cast<float>(ix.hd));
-}
+MT_HD inline float attn_scale(const Heads& ix) { return 1.0f / sqrtf(static_cast<float>(ix.hd)); }
 
 // scores[b, h, t, u]
 MT_HD inline float attn_scores_at(const float* qkv, const Heads& ix, int b, int h, int t, int u) {
@@ -299,8 +298,14 @@ inline AdamWConstants adamw_constants(float lr, float beta1, float beta2, float 
                                       std::int64_t step) {
   const float t = static_cast<float>(step + 1);
   const float ramp = t / static_cast<float>(warmup);
-  return {lr * (ramp < 1.0f ? ramp : 1.0f), beta1, beta2, eps, weight_decay, clip,
-          1.0f - std::pow(beta1, t), 1.0f - std::pow(beta2, t)};
+  return {lr * (ramp < 1.0f ? ramp : 1.0f),
+          beta1,
+          beta2,
+          eps,
+          weight_decay,
+          clip,
+          1.0f - std::pow(beta1, t),
+          1.0f - std::pow(beta2, t)};
 }
 MT_HD inline void adamw_at(const AdamWConstants& c, float* params, const float* grads, float* m,
                            float* v, size_t i, bool decay, float grad_norm) {
@@ -321,8 +326,8 @@ MT_HD inline void adamw_at(const AdamWConstants& c, float* params, const float* 
 MT_HD inline int splitk_chunk(int K) { return (K + 7) / 8 > 1 ? (K + 7) / 8 : 1; }
 MT_HD inline int splitk_chunks(int K) { return (K + splitk_chunk(K) - 1) / splitk_chunk(K); }
 // Chunk c's partial product at (i, j).
-MT_HD inline float gemm_splitk_partial_at(const float* x, const float* w, int K, int N, int i, int j,
-                                          int c) {
+MT_HD inline float gemm_splitk_partial_at(const float* x, const float* w, int K, int N, int i,
+                                          int j, int c) {
   const int chunk = splitk_chunk(K);
   const int end = (c + 1) * chunk < K ? (c + 1) * chunk : K;
   float acc = 0.0f;
@@ -331,8 +336,8 @@ MT_HD inline float gemm_splitk_partial_at(const float* x, const float* w, int K,
   return acc;
 }
 // autotune's second configuration: even and odd k summed apart, then together.
-MT_HD inline float gemm_interleaved_at(const float* x, const float* w, const float* b, int K,
-                                       int N, int i, int j) {
+MT_HD inline float gemm_interleaved_at(const float* x, const float* w, const float* b, int K, int N,
+                                       int i, int j) {
   float even = 0.0f, odd = 0.0f;
   const float* xr = x + static_cast<size_t>(i) * K;
   for (int k = 0; k < K; ++k) {
@@ -370,7 +375,6 @@ MT_HD inline void ce_merge(float* running_max, float* running_sum, float chunk_m
       *running_sum * expf(*running_max - new_max) + chunk_sum * expf(chunk_max - new_max);
   *running_max = new_max;
 }
-
 
 // ---- whole ops: extents and thread mapping ----
 //
@@ -419,9 +423,8 @@ void layernorm(Run& run, const float* x, const float* g, const float* b, int M, 
 }
 // Rows' dx, then (the same launch) one thread per column for dg and db.
 template <class Run>
-void layernorm_grad(Run& run, const float* dy, const float* x, const float* mean,
-                    const float* rstd, const float* g, int M, int D, float* dx, float* dg,
-                    float* db) {
+void layernorm_grad(Run& run, const float* dy, const float* x, const float* mean, const float* rstd,
+                    const float* g, int M, int D, float* dx, float* dg, float* db) {
   run(static_cast<size_t>(M) + D, [=] MT_HD(size_t i) {
     if (i < static_cast<size_t>(M)) {
       layernorm_grad_row(dy, x, mean, rstd, g, D, static_cast<int>(i), dx);
@@ -453,7 +456,8 @@ void gemm_dw(Run& run, const float* x, const float* dy, int M, int K, int N, flo
 }
 template <class Run>
 void bias_grad(Run& run, const float* dy, int M, int N, float* db) {
-  run(static_cast<size_t>(N), [=] MT_HD(size_t j) { db[j] = bias_grad_at(dy, M, N, static_cast<int>(j)); });
+  run(static_cast<size_t>(N),
+      [=] MT_HD(size_t j) { db[j] = bias_grad_at(dy, M, N, static_cast<int>(j)); });
 }
 
 // (b, h, t, u) of the [B, H, T, T] layout from its flat index.
@@ -519,8 +523,8 @@ void softmax_grad(Run& run, const float* probs, const float* d_probs, int rows, 
 }
 // The q and k parts of d_qkv; the v part is left as it is.
 template <class Run>
-void attn_scores_grad(Run& run, const float* d_scores, const float* qkv, int B, int T, int H,
-                      int D, float* d_qkv) {
+void attn_scores_grad(Run& run, const float* d_scores, const float* qkv, int B, int T, int H, int D,
+                      float* d_qkv) {
   const Heads ix = heads(B, T, H, D);
   run(static_cast<size_t>(B) * T * 2 * D, [=] MT_HD(size_t i) {
     const size_t width = 2 * static_cast<size_t>(ix.D);
@@ -598,11 +602,10 @@ void grad_norm(Run& run, const float* grads, size_t n, float* partials, float* n
   });
 }
 template <class Run>
-void adamw(Run& run, const AdamWConstants& c, float* params, const float* grads, float* m,
-           float* v, size_t begin, size_t end, bool decay, const float* grad_norm) {
-  run(end - begin, [=] MT_HD(size_t i) {
-    adamw_at(c, params, grads, m, v, begin + i, decay, *grad_norm);
-  });
+void adamw(Run& run, const AdamWConstants& c, float* params, const float* grads, float* m, float* v,
+           size_t begin, size_t end, bool decay, const float* grad_norm) {
+  run(end - begin,
+      [=] MT_HD(size_t i) { adamw_at(c, params, grads, m, v, begin + i, decay, *grad_norm); });
 }
 
 // ---- planted ops ----
@@ -617,8 +620,8 @@ void gemm_splitk_atomic(Run& run, const float* x, const float* w, const float* b
   run(outputs * splitk_chunks(K), [=] MT_HD(size_t i) {
     const int c = static_cast<int>(i / outputs);
     const size_t o = i % outputs;
-    add_to(&y[o], gemm_splitk_partial_at(x, w, K, N, static_cast<int>(o / N),
-                                         static_cast<int>(o % N), c));
+    add_to(&y[o],
+           gemm_splitk_partial_at(x, w, K, N, static_cast<int>(o / N), static_cast<int>(o % N), c));
   });
 }
 // db = 0, then every element of dy added atomically to its column.
@@ -630,8 +633,8 @@ void bias_grad_atomic(Run& run, const float* dy, int M, int N, float* db) {
 // Token losses as the ordered op; their sum added atomically, one token per
 // block (lanes of one warp would add in a fixed order), then divided by M.
 template <class Run>
-void cross_entropy_atomic(Run& run, const float* logits, const std::int32_t* targets, int M,
-                          int V, float* token_losses, float* loss) {
+void cross_entropy_atomic(Run& run, const float* logits, const std::int32_t* targets, int M, int V,
+                          float* token_losses, float* loss) {
   run(size_t{1}, [=] MT_HD(size_t) { *loss = 0.0f; });
   run.spread(static_cast<size_t>(M), [=] MT_HD(size_t i) {
     const float value = token_loss_row(logits, targets, V, static_cast<int>(i));

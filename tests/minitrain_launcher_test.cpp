@@ -1,8 +1,6 @@
 // The launcher's parts that need no GPU: the bootstrap file through which the
 // processes of a multi-GPU job share NCCL's unique id, and the variables that
 // make a process one rank of the job.
-#include "minitrain/launcher.hpp"
-
 #include <array>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include <thread>
 
 #include "minitrain/checkpoint.hpp"
+#include "minitrain/launcher.hpp"
 #include "support.hpp"
 
 namespace mt = minitrain;

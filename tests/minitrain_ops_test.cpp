@@ -6,6 +6,8 @@
 // backend's own class, OpsBackend, with a loop for a launch: the extents,
 // thread mapping and arguments of every op, training the model to the CPU
 // backend's bits.
+#include "cuda/minitrain_ops.cuh"
+
 #include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
@@ -15,7 +17,6 @@
 #include <span>
 #include <vector>
 
-#include "cuda/minitrain_ops.cuh"
 #include "minitrain/backend.hpp"
 #include "minitrain/chaos.hpp"
 #include "minitrain/kernels.hpp"
@@ -104,8 +105,8 @@ TEST_CASE("GPU bodies: layernorm and its gradient give the CPU's bits", "[minitr
     ops::layernorm_grad_row(dy.data(), x.data(), mean.data(), rstd.data(), g.data(), D, i,
                             dx2.data());
   for (int d = 0; d < D; ++d)
-    ops::layernorm_grad_param_at(dy.data(), x.data(), mean.data(), rstd.data(), M, D, d,
-                                 dg2.data(), db2.data());
+    ops::layernorm_grad_param_at(dy.data(), x.data(), mean.data(), rstd.data(), M, D, d, dg2.data(),
+                                 db2.data());
   CHECK(first_difference(dx, dx2) == -1);
   CHECK(first_difference(dg, dg2) == -1);
   CHECK(first_difference(db, db2) == -1);
@@ -143,12 +144,14 @@ TEST_CASE("GPU bodies: the GEMMs and the bias gradient give the CPU's bits", "[m
   k::gemm_dw(x.data(), dy.data(), M, K, N, dw.data());
   for (int kk = 0; kk < K; ++kk)
     for (int j = 0; j < N; ++j)
-      dw2[static_cast<std::size_t>(kk) * N + j] = ops::gemm_dw_at(x.data(), dy.data(), M, K, N, kk, j);
+      dw2[static_cast<std::size_t>(kk) * N + j] =
+          ops::gemm_dw_at(x.data(), dy.data(), M, K, N, kk, j);
   CHECK(first_difference(dw, dw2) == -1);
 
   std::vector<float> db(N), db2(N);
   k::bias_grad(dy.data(), M, N, db.data());
-  for (int j = 0; j < N; ++j) db2[static_cast<std::size_t>(j)] = ops::bias_grad_at(dy.data(), M, N, j);
+  for (int j = 0; j < N; ++j)
+    db2[static_cast<std::size_t>(j)] = ops::bias_grad_at(dy.data(), M, N, j);
   CHECK(first_difference(db, db2) == -1);
 }
 
@@ -279,8 +282,13 @@ TEST_CASE("GPU bodies: elementwise ops, cross-entropy and AdamW give the CPU's b
       k::adamw(hp, p.data(), dy.data(), m.data(), v.data(), 0, n, decay, step, norm);
       const float t = static_cast<float>(step + 1);
       const ops::AdamWConstants c{hp.lr * std::min(1.0f, t / static_cast<float>(hp.warmup)),
-                                  hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.clip,
-                                  1.0f - std::pow(hp.beta1, t), 1.0f - std::pow(hp.beta2, t)};
+                                  hp.beta1,
+                                  hp.beta2,
+                                  hp.eps,
+                                  hp.weight_decay,
+                                  hp.clip,
+                                  1.0f - std::pow(hp.beta1, t),
+                                  1.0f - std::pow(hp.beta2, t)};
       for (std::size_t i = 0; i < n; ++i)
         ops::adamw_at(c, p2.data(), dy.data(), m2.data(), v2.data(), i, decay, norm);
       CHECK(first_difference(p, p2) == -1);

@@ -104,8 +104,8 @@ class CpuBackend final : public Backend {
                    Chaos& chaos) override {
     k::gemm_splitk(x, w, b, M, K, N, y, chaos);
   }
-  void gemm_autotuned(const float* x, const float* w, const float* b, int M, int K, int N,
-                      float* y, int cpu_pick) override {
+  void gemm_autotuned(const float* x, const float* w, const float* b, int M, int K, int N, float* y,
+                      int cpu_pick) override {
     if (cpu_pick == 1) {
       k::gemm_interleaved(x, w, b, M, K, N, y);
     } else {

@@ -76,9 +76,8 @@ class Backend {
                               int V, float* d_tok_emb, float* d_pos_emb) = 0;
   virtual void layernorm(const float* x, const float* g, const float* b, int M, int D, float* y,
                          float* mean, float* rstd) = 0;
-  virtual void layernorm_grad(const float* dy, const float* x, const float* mean,
-                              const float* rstd, const float* g, int M, int D, float* dx,
-                              float* dg, float* db) = 0;
+  virtual void layernorm_grad(const float* dy, const float* x, const float* mean, const float* rstd,
+                              const float* g, int M, int D, float* dx, float* dg, float* db) = 0;
   virtual void gemm(const float* x, const float* w, const float* b, int M, int K, int N,
                     float* y) = 0;
   virtual void gemm_dx(const float* dy, const float* w, int M, int K, int N, float* dx) = 0;

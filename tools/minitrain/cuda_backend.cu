@@ -5,8 +5,6 @@
 // DTRACE_CUDA_CHECK (cuda/check.cuh), every NCCL call through
 // MINITRAIN_NCCL_CHECK; a failure becomes an Error naming the file, line, call
 // and error.
-#include "cuda_backend.hpp"
-
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -19,6 +17,7 @@
 #include "checkpoint.hpp"
 #include "cuda/check.cuh"
 #include "cuda/minitrain_kernels.cuh"
+#include "cuda_backend.hpp"
 #include "launcher.hpp"
 #include "ops_backend.hpp"
 
@@ -64,14 +63,14 @@ Status synchronize(cudaStream_t stream) {
 
 // NCCL calls go through the same kind of checked macro: a failure returns a
 // Status naming file, line, call and NCCL's error string.
-#define MINITRAIN_NCCL_CHECK(call)                                                     \
-  do {                                                                                 \
-    const ncclResult_t minitrain_nccl_result_ = (call);                                \
-    if (minitrain_nccl_result_ != ncclSuccess) {                                       \
-      return Status{dtrace::gpu::Code::cuda_error,                                     \
+#define MINITRAIN_NCCL_CHECK(call)                                                          \
+  do {                                                                                      \
+    const ncclResult_t minitrain_nccl_result_ = (call);                                     \
+    if (minitrain_nccl_result_ != ncclSuccess) {                                            \
+      return Status{dtrace::gpu::Code::cuda_error,                                          \
                     std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #call + \
-                        " failed: " + ncclGetErrorString(minitrain_nccl_result_)};     \
-    }                                                                                  \
+                        " failed: " + ncclGetErrorString(minitrain_nccl_result_)};          \
+    }                                                                                       \
   } while (0)
 
 namespace {
@@ -151,7 +150,8 @@ class CudaBackend final : public OpsBackend<gpu::Launch> {
   }
   // Staging for n floats, free to write: the last upload out of it is done.
   Status stage(std::size_t n) {
-    if (staged_ == nullptr) DTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+    if (staged_ == nullptr)
+      DTRACE_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
     DTRACE_CUDA_CHECK(cudaEventSynchronize(staged_));
     if (n > staging_size_) {
       if (staging_ != nullptr) DTRACE_CUDA_CHECK(cudaFreeHost(staging_));
@@ -230,8 +230,8 @@ class NcclCollective final : public Collective {
     return {};
   }
   Status gather() {
-    MINITRAIN_NCCL_CHECK(ncclAllGather(gather_ + 4 * rank_, gather_, 4, ncclUint64, comm_,
-                                       backend_.stream()));
+    MINITRAIN_NCCL_CHECK(
+        ncclAllGather(gather_ + 4 * rank_, gather_, 4, ncclUint64, comm_, backend_.stream()));
     return {};
   }
 

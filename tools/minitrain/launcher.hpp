@@ -21,8 +21,7 @@ int launch_processes(const Config& config, const std::string& executable, char**
 // bytes) in DIR/nccl-id whole (a temporary file, then rename); the other ranks
 // wait for it, polling, up to `timeout_ms`. Throw Error on failure or timeout.
 void publish_unique_id(const std::string& dir, const void* id, std::size_t bytes);
-void await_unique_id(const std::string& dir, void* id, std::size_t bytes, int rank,
-                     int timeout_ms);
+void await_unique_id(const std::string& dir, void* id, std::size_t bytes, int rank, int timeout_ms);
 
 // MINITRAIN_RANK / MINITRAIN_BOOTSTRAP into the configuration (a launched
 // process); throws Error for a malformed value.

@@ -108,21 +108,19 @@ class OpsBackend : public Backend {
   void adamw(const kernels::AdamW& hp, float* params, const float* grads, float* m, float* v,
              std::size_t begin, std::size_t end, bool decay, std::int64_t step,
              const float* grad_norm) override {
-    const ops::AdamWConstants c = ops::adamw_constants(
-        hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.clip, hp.warmup, step);
+    const ops::AdamWConstants c = ops::adamw_constants(hp.lr, hp.beta1, hp.beta2, hp.eps,
+                                                       hp.weight_decay, hp.clip, hp.warmup, step);
     ops::adamw(run_, c, params, grads, m, v, begin, end, decay, grad_norm);
   }
-  void copy(const float* in, std::size_t n, float* out) override {
-    ops::copy(run_, in, n, out);
-  }
+  void copy(const float* in, std::size_t n, float* out) override { ops::copy(run_, in, n, out); }
 
   // Planted: the disorder comes from atomics, not from chaos.
   void gemm_splitk(const float* x, const float* w, const float* b, int M, int K, int N, float* y,
                    Chaos&) override {
     ops::gemm_splitk_atomic(run_, x, w, b, M, K, N, y);
   }
-  void gemm_autotuned(const float* x, const float* w, const float* b, int M, int K, int N,
-                      float* y, int cpu_pick) override {
+  void gemm_autotuned(const float* x, const float* w, const float* b, int M, int K, int N, float* y,
+                      int cpu_pick) override {
     ops::gemm(run_, x, w, b, M, K, N, y, autotune_pick(x, w, b, M, K, N, y, cpu_pick));
   }
   void bias_grad_unordered(const float* dy, int M, int N, float* db, Chaos&) override {
