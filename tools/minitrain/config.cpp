@@ -35,11 +35,6 @@ void validate(const Config& c, bool replaying) {
   if (c.backend == "cuda" && !cuda_backend_built()) {
     throw Error("--backend cuda: minitrain was built without CUDA (meson setup -Dcuda=enabled)");
   }
-  if (c.backend == "cuda" && c.ranks > 1 && replaying) {
-    throw Error("--backend cuda --ranks " + std::to_string(c.ranks) +
-                ": replays (DTRACE_REPLAY_STEP, DTRACE_ISOLATE) of a job of several processes "
-                "are not supported yet; replay with --ranks 1");
-  }
   if (c.backend != "cuda" && c.process_rank >= 0) {
     throw Error("MINITRAIN_RANK is for --backend cuda processes only");
   }

@@ -171,10 +171,14 @@ int main(int argc, char** argv) {
     minitrain::apply_process_environment(config);
     minitrain::validate(config, request.is_replay());
     if (config.backend == "cuda" && config.ranks > 1 && config.process_rank < 0) {
-      return minitrain::launch_processes(config, executable_path(argv[0]), argv);
+      return minitrain::launch_processes(config, executable_path(argv[0]), argv, request);
     }
     const auto env = environment(config.deterministic_mode);
     const auto result = minitrain::run(config, executable_path(argv[0]), request, env);
+    if (config.process_rank >= 0 && result.mode == minitrain::RunResult::Mode::isolate &&
+        result.isolated_runs == 0) {
+      return minitrain::kExitNothingIsolated;
+    }
     if (config.process_rank <= 0) print_summary(result, config);
     return 0;
   } catch (const std::exception& e) {

@@ -159,7 +159,8 @@ class Session {
     }
     result.tokens_per_step =
         static_cast<std::int64_t>(config_.ranks) * config_.shape.batch * config_.shape.seq;
-    if (isolation_.active() && isolated_runs_ == 0) {
+    // One process of a multi-process job: the launcher decides whether any ran it.
+    if (isolation_.active() && isolated_runs_ == 0 && config_.process_rank < 0) {
       throw Error("DTRACE_ISOLATE=" + *request_.isolate +
                   ": no rank ran it (no such layer or op in this model, or DTRACE_INPUTS lacks its "
                   "inputs)");
