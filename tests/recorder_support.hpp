@@ -77,7 +77,8 @@ inline dtrace::RunOptions options_for(const std::string& run_dir, int rank = 0,
 }
 
 inline dtrace::TensorView view(const std::vector<float>& values, std::vector<std::int64_t> shape) {
-  return dtrace::TensorView{values.data(), values.size() * sizeof(float), "f32", std::move(shape)};
+  return dtrace::TensorView{values.data(), values.size() * sizeof(float), "f32", std::move(shape),
+                            std::nullopt};
 }
 
 }  // namespace test_support

@@ -383,3 +383,45 @@ TEST_CASE("a step's lines reach the file only at its end") {
   recorder->end_step();
   CHECK(lines() == 4);
 }
+
+TEST_CASE("a precomputed digest is logged as is, without the bytes") {
+  TempDir dir;
+  const std::vector<float> x{1.0f, 2.0f, 3.0f, 4.0f};
+  {
+    auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+    recorder->begin_step(0);
+    auto fwd = recorder->scope("fwd");
+    // A device tensor: only its size and its digest cross to the host.
+    dtrace::TensorView device{nullptr, 4 * sizeof(float), "f32", {4}, 0x0123456789abcdefULL};
+    recorder->tensor(Level::layer, "block", RecordIo::out, "y", device);
+    // With both, the digest wins: the recorder never hashes what it was handed.
+    dtrace::TensorView both = view(x, {4});
+    both.digest = 0xfedcba9876543210ULL;
+    recorder->tensor(Level::layer, "block", RecordIo::out, "z", both);
+    // Without a digest, null data for nonzero bytes is still misuse.
+    CHECK_THROWS_AS(recorder->tensor(Level::layer, "block", RecordIo::out, "w",
+                                     dtrace::TensorView{nullptr, 16, "f32", {4}, std::nullopt}),
+                    RecorderError);
+    recorder->end_step();
+  }
+  auto run = read_run(dir / "run");
+  const auto& step = run.step(0, 0);
+  REQUIRE(step.records.size() == 2);
+  CHECK(step.records[0].digest.hex() == "0123456789abcdef");
+  CHECK(step.records[1].digest.hex() == "fedcba9876543210");
+}
+
+TEST_CASE("a capture refuses a digest without bytes: it must write them") {
+  TempDir dir;
+  auto request = request_from({{"DTRACE_OUT", dir / "replay.jsonl"},
+                               {"DTRACE_REPLAY_STEP", "0"},
+                               {"DTRACE_LEVEL", "kernel"},
+                               {"DTRACE_CAPTURE", dir / "cap"}});
+  auto recorder = Recorder::open(options_for(dir / "run"), request);
+  recorder->begin_step(0);
+  auto fwd = recorder->scope("fwd");
+  dtrace::TensorView device{nullptr, 16, "f32", {4}, 1};
+  CHECK_THROWS_WITH(recorder->tensor(Level::kernel, "gemm", RecordIo::out, "y", device),
+                    Catch::Contains("DTRACE_CAPTURE needs the tensor's bytes"));
+  recorder->end_step();
+}

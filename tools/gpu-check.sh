@@ -2,7 +2,9 @@
 # Everything issue 5 can only show on a GPU, in one go, for a session that has
 # one: build with CUDA (or use a build carried over), run the GPU tests (device
 # vs CPU, hash --gpu, the C program on libdtrace), then the fingerprint
-# benchmark, and print a short table at the end. Without nvcc or without a
+# benchmark, then minitrain on the GPU (tools/minitrain-gpu-check.sh: kernel-level
+# determinism, each planted switch bisected, loss, recording overhead, tokens/s),
+# and print a short table at the end. Without nvcc or without a
 # device it says so plainly, and the GPU rows read "skipped" / "not measured".
 #
 #   tools/gpu-check.sh [DIR]             DIR: a CUDA build directory (default
@@ -20,7 +22,7 @@ export PATH="/usr/local/cuda/bin:$PATH"
 
 # Programs the check runs, by their path inside a build directory.
 programs=(dtrace tests/unit_tests tests/gpu_tests tools/bench/fingerprint_gpu
-          tools/bench/xxh3_file tools/bench/fingerprint_cpu)
+          tools/bench/xxh3_file tools/bench/fingerprint_cpu tools/minitrain/minitrain)
 
 if [ "${1:-}" = --pack ]; then
   out=${2:?usage: tools/gpu-check.sh --pack OUT [BUILD_DIR]}
@@ -107,4 +109,8 @@ printf '  %-42s %s\n' "dtrace hash --gpu vs CPU" "$hash_gpu"
 printf '  %-42s %s\n' "C program on libdtrace vs dtrace hash" "$c_api"
 grep -E "^CPU|XXH3|dtrace hash|dtrace::fingerprint|1 GiB|batch, |torch|device |not measured|FAILED" "$log/bench" |
   sed 's/^ */  bench: /'
+echo "  minitrain --backend cuda (issue 6):"
+tools/minitrain-gpu-check.sh "$build" | tee "$log/minitrain"
+minitrain_status=${PIPESTATUS[0]}
 case "$gpu_tests$hash_gpu$c_api$unit" in *FAIL*) exit 1 ;; esac
+[ "$minitrain_status" = 0 ] || exit 1

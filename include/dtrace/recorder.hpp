@@ -41,7 +41,8 @@ std::optional<Level> parse_level(std::string_view text);
 // The `io` of a record. `timing` records (step time) are never compared by diff.
 enum class RecordIo { in, out, state, metric, timing };
 
-// A tensor in host memory, contiguous, in logical (row-major) element order.
+// A tensor, contiguous, in logical (row-major) element order; in host memory
+// unless `digest` is given (see there).
 struct TensorView {
   // A constructor rather than an aggregate, so that `{data, bytes, dtype,
   // shape}` keeps compiling warning-free (-Wmissing-field-initializers) now

@@ -28,6 +28,16 @@ void validate(const Config& c, bool replaying) {
   }
   if (!(s.dropout >= 0.0f && s.dropout < 1.0f)) throw Error("--dropout must be in [0, 1)");
   if (c.ranks > 64) throw Error("--ranks at most 64 (ranks are threads)");
+  if (c.backend != "cpu" && c.backend != "cuda") {
+    throw Error("--backend " + c.backend + ": not cpu or cuda");
+  }
+  // Before the launcher starts any process.
+  if (c.backend == "cuda" && !cuda_backend_built()) {
+    throw Error("--backend cuda: minitrain was built without CUDA (meson setup -Dcuda=enabled)");
+  }
+  if (c.backend != "cuda" && c.process_rank >= 0) {
+    throw Error("MINITRAIN_RANK is for --backend cuda processes only");
+  }
   if (c.steps < 0) throw Error("--steps must not be negative");
   if (c.checkpoint_every < 0) throw Error("--checkpoint-every must not be negative");
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) {
@@ -84,6 +94,7 @@ std::string config_json(const Config& c) {
   if (c.chaos_seed) j["chaos_seed"] = *c.chaos_seed;
   j["deterministic_mode"] = c.deterministic_mode;
   if (c.fast_kernels) j["fast_kernels"] = true;
+  if (c.backend != "cpu") j["backend"] = c.backend;
   if (c.stop_at) j["stop_at"] = *c.stop_at;
   j["corpus"] = fs::path(c.corpus).filename().string();
   return j.dump();
@@ -140,6 +151,7 @@ std::vector<std::string> replay_argv(const Config& c, const std::string& executa
   if (c.chaos_seed) argv.insert(argv.end(), {"--chaos-seed", num(*c.chaos_seed)});
   argv.push_back(c.deterministic_mode ? "--deterministic-mode" : "--no-deterministic-mode");
   if (c.fast_kernels) argv.push_back("--fast-kernels");
+  if (c.backend != "cpu") argv.insert(argv.end(), {"--backend", c.backend});
   return argv;
 }
 

@@ -34,6 +34,15 @@ struct Config {
   // every layer (the planted splitk and atomic-bias-grad kernels everywhere),
   // the mode `dtrace tax` compares against (DTRACE_DETERMINISTIC=0).
   bool fast_kernels = false;
+  // "cpu" or "cuda" (--backend): where tensors live and ops run.
+  std::string backend = "cpu";
+  // Data parallelism across processes (--backend cuda --ranks R > 1): this
+  // process runs rank `process_rank` only, joining the others through the
+  // NCCL unique id in `bootstrap_dir`. -1: every rank here, as threads. Set by
+  // the launcher (launcher.hpp) through MINITRAIN_RANK and MINITRAIN_BOOTSTRAP,
+  // never by flags, so headers and replay argv are those of the whole job.
+  int process_rank = -1;
+  std::string bootstrap_dir;
   // DTRACE_STOP_AT=K: run the steps before K, checkpoint the start of step K, stop.
   std::optional<std::int64_t> stop_at;
 };

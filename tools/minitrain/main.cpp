@@ -13,6 +13,7 @@
 
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "launcher.hpp"
 #include "trainer.hpp"
 
 #ifndef MINITRAIN_DEFAULT_CORPUS
@@ -140,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", config.adamw.lr, "AdamW learning rate")->capture_default_str();
   app.add_flag("--deterministic-mode,!--no-deterministic-mode", config.deterministic_mode,
                "apply and record the deterministic environment (default on)");
+  app.add_option("--backend", config.backend,
+                 "where tensors live and ops run: cpu, or cuda (one GPU, a CUDA build)")
+      ->capture_default_str();
   app.add_flag("--fast-kernels", config.fast_kernels,
                "unordered split-K and bias-gradient kernels in every layer (not deterministic)");
 
@@ -164,10 +168,18 @@ int main(int argc, char** argv) {
     }
     const auto request = dtrace::ReplayRequest::from_environment();
     minitrain::apply_workflow_request(config, request);
+    minitrain::apply_process_environment(config);
     minitrain::validate(config, request.is_replay());
+    if (config.backend == "cuda" && config.ranks > 1 && config.process_rank < 0) {
+      return minitrain::launch_processes(config, executable_path(argv[0]), argv, request);
+    }
     const auto env = environment(config.deterministic_mode);
     const auto result = minitrain::run(config, executable_path(argv[0]), request, env);
-    print_summary(result, config);
+    if (config.process_rank >= 0 && result.mode == minitrain::RunResult::Mode::isolate &&
+        result.isolated_runs == 0) {
+      return minitrain::kExitNothingIsolated;
+    }
+    if (config.process_rank <= 0) print_summary(result, config);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "minitrain: error: %s\n", e.what());

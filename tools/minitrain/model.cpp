@@ -3,11 +3,9 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels.hpp"
 
 namespace minitrain {
 
-namespace k = kernels;
 
 namespace {
 
@@ -165,7 +163,8 @@ int PlantedState::autotune_config() {
   return autotune_pick;
 }
 
-Model::Model(const ModelShape& shape, const Layout& layout) : shape_(shape), layout_(layout) {
+Model::Model(const ModelShape& shape, const Layout& layout, Backend& backend)
+    : shape_(shape), layout_(layout), backend_(&backend) {
   const std::int64_t B = shape.batch, T = shape.seq, D = shape.d_model, V = shape.vocab,
                      H = shape.n_head, F = shape.d_ff(), M = shape.rows();
   inputs_ = Tokens({B, T});
@@ -199,19 +198,21 @@ Model::Model(const ModelShape& shape, const Layout& layout) : shape_(shape), lay
   d_h_pre_ = Tensor({M, F});
 }
 
-Arg Model::param(std::string_view name, std::vector<float>& flat, int index) const {
+Arg Model::param(std::string_view name, std::span<float> flat, int index) const {
   const ParamInfo& p = layout_.params[static_cast<std::size_t>(index)];
   return arg(name, flat.data() + p.offset, p.shape);
 }
 
 float Model::forward_backward(Trace& trace, PlantedState& planted, Xoshiro& rng,
-                              std::vector<float>& params, std::vector<float>& grads) {
+                              std::span<float> params, std::span<float> grads) {
   forward(trace, planted, rng, params);
   backward(trace, planted, params, grads);
+  backend_->sync();  // the loss is read on the host
   return loss_.data[0];
 }
 
-void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p) {
+void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span<float> p) {
+  Backend& be = *backend_;
   const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, V = shape_.vocab,
             M = shape_.rows();
   auto fwd = trace.scope("fwd");
@@ -220,7 +221,7 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vect
     Arg x = arg("x", resid_[0]);
     trace.layer("embed", {arg("tokens", inputs_), tok, pos}, {x}, [&] {
       trace.kernel("embedding", {arg("tokens", inputs_), tok, pos}, {x}, [&] {
-        k::embedding(inputs_.p(), static_cast<float*>(tok.data), static_cast<float*>(pos.data), B,
+        be.embedding(inputs_.p(), static_cast<float*>(tok.data), static_cast<float*>(pos.data), B,
                      T, D, resid_[0].p());
       });
     });
@@ -241,33 +242,36 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vect
         {arg("logits", logits_), arg("loss", loss_), arg("token_loss", token_loss_)}, [&] {
           trace.kernel("layernorm", {arg("x", x), g, b},
                        {arg("y", lnf_out_), arg("mean", lnf_mean_), arg("rstd", lnf_rstd_)}, [&] {
-                         k::layernorm(x.p(), static_cast<float*>(g.data),
+                         be.layernorm(x.p(), static_cast<float*>(g.data),
                                       static_cast<float*>(b.data), M, D, lnf_out_.p(),
                                       lnf_mean_.p(), lnf_rstd_.p());
                        });
           trace.kernel("gemm_lm_head", {arg("x", lnf_out_), w}, {arg("y", logits_)}, [&] {
             const auto* wp = static_cast<const float*>(w.data);
-            if (planted.planted == Planted::autotune && planted.autotune_config() == 1) {
-              k::gemm_interleaved(lnf_out_.p(), wp, nullptr, M, D, V, logits_.p());
+            if (planted.planted == Planted::autotune) {
+              be.gemm_autotuned(lnf_out_.p(), wp, nullptr, M, D, V, logits_.p(),
+                                planted.autotune_config());
             } else {
-              k::gemm(lnf_out_.p(), wp, nullptr, M, D, V, logits_.p());
+              be.gemm(lnf_out_.p(), wp, nullptr, M, D, V, logits_.p());
             }
           });
           trace.kernel("cross_entropy", {arg("logits", logits_), arg("targets", targets_)},
                        {arg("loss", loss_), arg("token_loss", token_loss_)}, [&] {
-                         loss_.data[0] =
-                             planted.planted == Planted::fused_ce
-                                 ? k::cross_entropy_unordered(logits_.p(), targets_.p(), M, V,
-                                                              token_loss_.p(), planted.chaos)
-                                 : k::cross_entropy(logits_.p(), targets_.p(), M, V,
-                                                    token_loss_.p());
+                         if (planted.planted == Planted::fused_ce) {
+                           be.cross_entropy_unordered(logits_.p(), targets_.p(), M, V,
+                                                      token_loss_.p(), loss_.p(), planted.chaos);
+                         } else {
+                           be.cross_entropy(logits_.p(), targets_.p(), M, V, token_loss_.p(),
+                                            loss_.p());
+                         }
                        });
         });
   }
 }
 
-void Model::attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p,
+void Model::attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span<float> p,
                          int l) {
+  Backend& be = *backend_;
   (void)planted;
   const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, H = shape_.n_head,
             M = shape_.rows();
@@ -286,31 +290,32 @@ void Model::attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std:
       {arg("y", out), arg("dropout_rng", rng)}, [&] {
         trace.kernel("layernorm", {arg("x", x), g, b},
                      {arg("y", a.ln_out), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd)}, [&] {
-                       k::layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(),
+                       be.layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(),
                                     a.ln_rstd.p());
                      });
         trace.kernel("gemm_qkv", {arg("x", a.ln_out), w_qkv, b_qkv}, {arg("y", a.qkv)},
-                     [&] { k::gemm(a.ln_out.p(), f(w_qkv), f(b_qkv), M, D, 3 * D, a.qkv.p()); });
+                     [&] { be.gemm(a.ln_out.p(), f(w_qkv), f(b_qkv), M, D, 3 * D, a.qkv.p()); });
         trace.kernel("attn_scores", {arg("qkv", a.qkv)}, {arg("scores", a.scores)},
-                     [&] { k::attn_scores(a.qkv.p(), B, T, H, D, a.scores.p()); });
+                     [&] { be.attn_scores(a.qkv.p(), B, T, H, D, a.scores.p()); });
         trace.kernel("softmax", {arg("x", a.scores)}, {arg("y", a.probs)},
-                     [&] { k::softmax_causal(a.scores.p(), B * H * T, T, a.probs.p()); });
+                     [&] { be.softmax_causal(a.scores.p(), B * H * T, T, a.probs.p()); });
         trace.kernel("attn_values", {arg("probs", a.probs), arg("qkv", a.qkv)}, {arg("y", a.attn)},
-                     [&] { k::attn_values(a.probs.p(), a.qkv.p(), B, T, H, D, a.attn.p()); });
+                     [&] { be.attn_values(a.probs.p(), a.qkv.p(), B, T, H, D, a.attn.p()); });
         trace.kernel("gemm_attn_out", {arg("x", a.attn), w_o, b_o}, {arg("y", a.proj)},
-                     [&] { k::gemm(a.attn.p(), f(w_o), f(b_o), M, D, D, a.proj.p()); });
+                     [&] { be.gemm(a.attn.p(), f(w_o), f(b_o), M, D, D, a.proj.p()); });
         trace.kernel("dropout", {arg("x", a.proj), arg("rng", rng)},
                      {arg("y", a.drop), arg("mask", a.mask), arg("rng", rng)}, [&] {
-                       k::dropout(a.proj.p(), a.proj.size(), shape_.dropout, rng, a.drop.p(),
+                       be.dropout(a.proj.p(), a.proj.size(), shape_.dropout, rng, a.drop.p(),
                                   a.mask.p());
                      });
         trace.kernel("residual_add", {arg("x", x), arg("y", a.drop)}, {arg("z", out)},
-                     [&] { k::add(x.p(), a.drop.p(), x.size(), out.p()); });
+                     [&] { be.add(x.p(), a.drop.p(), x.size(), out.p()); });
       });
 }
 
-void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p,
+void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span<float> p,
                         int l) {
+  Backend& be = *backend_;
   const int D = shape_.d_model, F = shape_.d_ff(), M = shape_.rows();
   const Layout::Block& blk = layout_.blocks[static_cast<std::size_t>(l)];
   MlpActs& a = mlp_[static_cast<std::size_t>(l)];
@@ -328,32 +333,33 @@ void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::
                 trace.kernel("layernorm", {arg("x", x), g, b},
                              {arg("y", a.ln_out), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd)},
                              [&] {
-                               k::layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(),
+                               be.layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(),
                                             a.ln_rstd.p());
                              });
                 trace.kernel("gemm_fc1", {arg("x", a.ln_out), w1, b1}, {arg("y", a.h_pre)},
-                             [&] { k::gemm(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p()); });
+                             [&] { be.gemm(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p()); });
                 trace.kernel("gelu", {arg("x", a.h_pre)}, {arg("y", a.h_act)},
-                             [&] { k::gelu(a.h_pre.p(), a.h_pre.size(), a.h_act.p()); });
+                             [&] { be.gelu(a.h_pre.p(), a.h_pre.size(), a.h_act.p()); });
                 trace.kernel("gemm_fc2", {arg("x", a.h_act), w2, b2}, {arg("y", a.fc2)}, [&] {
                   if (splitk) {
-                    k::gemm_splitk(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p(), planted.chaos);
+                    be.gemm_splitk(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p(), planted.chaos);
                   } else {
-                    k::gemm(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p());
+                    be.gemm(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p());
                   }
                 });
                 trace.kernel("dropout", {arg("x", a.fc2), arg("rng", rng)},
                              {arg("y", a.drop), arg("mask", a.mask), arg("rng", rng)}, [&] {
-                               k::dropout(a.fc2.p(), a.fc2.size(), shape_.dropout, rng, a.drop.p(),
+                               be.dropout(a.fc2.p(), a.fc2.size(), shape_.dropout, rng, a.drop.p(),
                                           a.mask.p());
                              });
                 trace.kernel("residual_add", {arg("x", x), arg("y", a.drop)}, {arg("z", out)},
-                             [&] { k::add(x.p(), a.drop.p(), x.size(), out.p()); });
+                             [&] { be.add(x.p(), a.drop.p(), x.size(), out.p()); });
               });
 }
 
-void Model::backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
-                     std::vector<float>& g) {
+void Model::backward(Trace& trace, PlantedState& planted, std::span<float> p,
+                     std::span<float> g) {
+  Backend& be = *backend_;
   const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, V = shape_.vocab,
             M = shape_.rows();
   const int L = shape_.n_layer;
@@ -375,17 +381,17 @@ void Model::backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
         [&] {
           trace.kernel("cross_entropy_grad", {arg("logits", logits_), arg("targets", targets_)},
                        {arg("dlogits", d_logits_)}, [&] {
-                         k::cross_entropy_grad(logits_.p(), targets_.p(), M, V, d_logits_.p());
+                         be.cross_entropy_grad(logits_.p(), targets_.p(), M, V, d_logits_.p());
                        });
           trace.kernel("gemm_lm_head_dw", {arg("x", lnf_out_), arg("dy", d_logits_)}, {dw},
-                       [&] { k::gemm_dw(lnf_out_.p(), d_logits_.p(), M, D, V, f(dw)); });
+                       [&] { be.gemm_dw(lnf_out_.p(), d_logits_.p(), M, D, V, f(dw)); });
           trace.kernel("gemm_lm_head_dx", {arg("dy", d_logits_), w}, {arg("dx", d_ln_out_)},
-                       [&] { k::gemm_dx(d_logits_.p(), f(w), M, D, V, d_ln_out_.p()); });
+                       [&] { be.gemm_dx(d_logits_.p(), f(w), M, D, V, d_ln_out_.p()); });
           trace.kernel("layernorm_grad",
                        {arg("dy", d_ln_out_), arg("x", x), arg("mean", lnf_mean_),
                         arg("rstd", lnf_rstd_), lg},
                        {arg("dx", dx), dg, db}, [&] {
-                         k::layernorm_grad(d_ln_out_.p(), x.p(), lnf_mean_.p(), lnf_rstd_.p(),
+                         be.layernorm_grad(d_ln_out_.p(), x.p(), lnf_mean_.p(), lnf_rstd_.p(),
                                            f(lg), M, D, dx.p(), f(dg), f(db));
                        });
         });
@@ -401,13 +407,14 @@ void Model::backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
     trace.layer("embed", {arg("dx", d_resid_[0]), arg("tokens", inputs_)}, {dtok, dpos}, [&] {
       trace.kernel(
           "embedding_grad", {arg("dx", d_resid_[0]), arg("tokens", inputs_)}, {dtok, dpos},
-          [&] { k::embedding_grad(d_resid_[0].p(), inputs_.p(), B, T, D, V, f(dtok), f(dpos)); });
+          [&] { be.embedding_grad(d_resid_[0].p(), inputs_.p(), B, T, D, V, f(dtok), f(dpos)); });
     });
   }
 }
 
-void Model::mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
-                         std::vector<float>& g, int l) {
+void Model::mlp_backward(Trace& trace, PlantedState& planted, std::span<float> p,
+                         std::span<float> g, int l) {
+  Backend& be = *backend_;
   const int D = shape_.d_model, F = shape_.d_ff(), M = shape_.rows();
   const Layout::Block& blk = layout_.blocks[static_cast<std::size_t>(l)];
   MlpActs& a = mlp_[static_cast<std::size_t>(l)];
@@ -432,41 +439,42 @@ void Model::mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>
        param("d_w_fc2", g, blk.w_fc2), param("d_b_fc2", g, blk.b_fc2)},
       [&] {
         trace.kernel("dropout_grad", {arg("dy", dy), arg("mask", a.mask)}, {arg("dx", d_proj_)},
-                     [&] { k::multiply(dy.p(), a.mask.p(), dy.size(), d_proj_.p()); });
+                     [&] { be.multiply(dy.p(), a.mask.p(), dy.size(), d_proj_.p()); });
         trace.kernel("gemm_fc2_dw", {arg("x", a.h_act), arg("dy", d_proj_)}, {dw2},
-                     [&] { k::gemm_dw(a.h_act.p(), d_proj_.p(), M, F, D, f(dw2)); });
+                     [&] { be.gemm_dw(a.h_act.p(), d_proj_.p(), M, F, D, f(dw2)); });
         trace.kernel("bias_grad_fc2", {arg("dy", d_proj_)}, {db2},
-                     [&] { k::bias_grad(d_proj_.p(), M, D, f(db2)); });
+                     [&] { be.bias_grad(d_proj_.p(), M, D, f(db2)); });
         trace.kernel("gemm_fc2_dx", {arg("dy", d_proj_), w2}, {arg("dx", d_h_act_)},
-                     [&] { k::gemm_dx(d_proj_.p(), f(w2), M, F, D, d_h_act_.p()); });
+                     [&] { be.gemm_dx(d_proj_.p(), f(w2), M, F, D, d_h_act_.p()); });
         trace.kernel(
             "gelu_grad", {arg("dy", d_h_act_), arg("x", a.h_pre)}, {arg("dx", d_h_pre_)},
-            [&] { k::gelu_grad(d_h_act_.p(), a.h_pre.p(), d_h_pre_.size(), d_h_pre_.p()); });
+            [&] { be.gelu_grad(d_h_act_.p(), a.h_pre.p(), d_h_pre_.size(), d_h_pre_.p()); });
         trace.kernel("gemm_fc1_dw", {arg("x", a.ln_out), arg("dy", d_h_pre_)}, {dw1},
-                     [&] { k::gemm_dw(a.ln_out.p(), d_h_pre_.p(), M, D, F, f(dw1)); });
+                     [&] { be.gemm_dw(a.ln_out.p(), d_h_pre_.p(), M, D, F, f(dw1)); });
         trace.kernel("bias_grad_fc1", {arg("dy", d_h_pre_)}, {db1}, [&] {
           if (atomic) {
-            k::bias_grad_unordered(d_h_pre_.p(), M, F, f(db1), planted.chaos);
+            be.bias_grad_unordered(d_h_pre_.p(), M, F, f(db1), planted.chaos);
           } else {
-            k::bias_grad(d_h_pre_.p(), M, F, f(db1));
+            be.bias_grad(d_h_pre_.p(), M, F, f(db1));
           }
         });
         trace.kernel("gemm_fc1_dx", {arg("dy", d_h_pre_), w1}, {arg("dx", d_ln_out_)},
-                     [&] { k::gemm_dx(d_h_pre_.p(), f(w1), M, D, F, d_ln_out_.p()); });
+                     [&] { be.gemm_dx(d_h_pre_.p(), f(w1), M, D, F, d_ln_out_.p()); });
         trace.kernel(
             "layernorm_grad",
             {arg("dy", d_ln_out_), arg("x", x), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd), lg},
             {arg("dx", d_ln_in_), dg, dlb}, [&] {
-              k::layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M, D,
+              be.layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M, D,
                                 d_ln_in_.p(), f(dg), f(dlb));
             });
         trace.kernel("residual_grad_add", {arg("dy", dy), arg("dbranch", d_ln_in_)},
-                     {arg("dx", dx)}, [&] { k::add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
+                     {arg("dx", dx)}, [&] { be.add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
       });
 }
 
-void Model::attn_backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
-                          std::vector<float>& g, int l) {
+void Model::attn_backward(Trace& trace, PlantedState& planted, std::span<float> p,
+                          std::span<float> g, int l) {
+  Backend& be = *backend_;
   const int B = shape_.batch, T = shape_.seq, D = shape_.d_model, H = shape_.n_head,
             M = shape_.rows();
   const Layout::Block& blk = layout_.blocks[static_cast<std::size_t>(l)];
@@ -491,48 +499,48 @@ void Model::attn_backward(Trace& trace, PlantedState& planted, std::vector<float
        param("d_b_o", g, blk.b_o)},
       [&] {
         trace.kernel("dropout_grad", {arg("dy", dy), arg("mask", a.mask)}, {arg("dx", d_proj_)},
-                     [&] { k::multiply(dy.p(), a.mask.p(), dy.size(), d_proj_.p()); });
+                     [&] { be.multiply(dy.p(), a.mask.p(), dy.size(), d_proj_.p()); });
         trace.kernel("gemm_attn_out_dw", {arg("x", a.attn), arg("dy", d_proj_)}, {dw_o},
-                     [&] { k::gemm_dw(a.attn.p(), d_proj_.p(), M, D, D, f(dw_o)); });
+                     [&] { be.gemm_dw(a.attn.p(), d_proj_.p(), M, D, D, f(dw_o)); });
         trace.kernel("bias_grad_attn_out", {arg("dy", d_proj_)}, {db_o},
-                     [&] { k::bias_grad(d_proj_.p(), M, D, f(db_o)); });
+                     [&] { be.bias_grad(d_proj_.p(), M, D, f(db_o)); });
         trace.kernel("gemm_attn_out_dx", {arg("dy", d_proj_), w_o}, {arg("dx", d_attn_)},
-                     [&] { k::gemm_dx(d_proj_.p(), f(w_o), M, D, D, d_attn_.p()); });
+                     [&] { be.gemm_dx(d_proj_.p(), f(w_o), M, D, D, d_attn_.p()); });
         trace.kernel("attn_values_grad",
                      {arg("dy", d_attn_), arg("probs", a.probs), arg("qkv", a.qkv)},
                      {arg("d_probs", d_probs_), arg("d_qkv", d_qkv_)}, [&] {
-                       k::attn_values_grad(d_attn_.p(), a.probs.p(), a.qkv.p(), B, T, H, D,
+                       be.attn_values_grad(d_attn_.p(), a.probs.p(), a.qkv.p(), B, T, H, D,
                                            d_probs_.p(), d_qkv_.p());
                      });
         trace.kernel("softmax_grad", {arg("probs", a.probs), arg("d_probs", d_probs_)},
                      {arg("d_scores", d_scores_)}, [&] {
-                       k::softmax_grad(a.probs.p(), d_probs_.p(), B * H * T, T, d_scores_.p());
+                       be.softmax_grad(a.probs.p(), d_probs_.p(), B * H * T, T, d_scores_.p());
                      });
         trace.kernel("attn_scores_grad",
                      {arg("d_scores", d_scores_), arg("qkv", a.qkv), arg("d_qkv", d_qkv_)},
                      {arg("d_qkv", d_qkv_)}, [&] {
-                       k::attn_scores_grad(d_scores_.p(), a.qkv.p(), B, T, H, D, d_qkv_.p());
+                       be.attn_scores_grad(d_scores_.p(), a.qkv.p(), B, T, H, D, d_qkv_.p());
                      });
         trace.kernel("gemm_qkv_dw", {arg("x", a.ln_out), arg("dy", d_qkv_)}, {dw_qkv},
-                     [&] { k::gemm_dw(a.ln_out.p(), d_qkv_.p(), M, D, 3 * D, f(dw_qkv)); });
+                     [&] { be.gemm_dw(a.ln_out.p(), d_qkv_.p(), M, D, 3 * D, f(dw_qkv)); });
         trace.kernel("bias_grad_qkv", {arg("dy", d_qkv_)}, {db_qkv}, [&] {
           if (uninit) {
-            k::bias_grad_padded(d_qkv_.p(), M, 3 * D, f(db_qkv), planted.chaos);
+            be.bias_grad_padded(d_qkv_.p(), M, 3 * D, f(db_qkv), planted.chaos);
           } else {
-            k::bias_grad(d_qkv_.p(), M, 3 * D, f(db_qkv));
+            be.bias_grad(d_qkv_.p(), M, 3 * D, f(db_qkv));
           }
         });
         trace.kernel("gemm_qkv_dx", {arg("dy", d_qkv_), w_qkv}, {arg("dx", d_ln_out_)},
-                     [&] { k::gemm_dx(d_qkv_.p(), f(w_qkv), M, D, 3 * D, d_ln_out_.p()); });
+                     [&] { be.gemm_dx(d_qkv_.p(), f(w_qkv), M, D, 3 * D, d_ln_out_.p()); });
         trace.kernel(
             "layernorm_grad",
             {arg("dy", d_ln_out_), arg("x", x), arg("mean", a.ln_mean), arg("rstd", a.ln_rstd), lg},
             {arg("dx", d_ln_in_), dg, dlb}, [&] {
-              k::layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M, D,
+              be.layernorm_grad(d_ln_out_.p(), x.p(), a.ln_mean.p(), a.ln_rstd.p(), f(lg), M, D,
                                 d_ln_in_.p(), f(dg), f(dlb));
             });
         trace.kernel("residual_grad_add", {arg("dy", dy), arg("dbranch", d_ln_in_)},
-                     {arg("dx", dx)}, [&] { k::add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
+                     {arg("dx", dx)}, [&] { be.add(dy.p(), d_ln_in_.p(), dy.size(), dx.p()); });
       });
 }
 

@@ -23,10 +23,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "backend.hpp"
 #include "chaos.hpp"
 #include "tensor.hpp"
 #include "trace.hpp"
@@ -113,12 +115,13 @@ struct PlantedState {
 // One rank's copy of the model: parameters, gradients and activations.
 class Model {
  public:
-  Model(const ModelShape& shape, const Layout& layout);
+  // Tensors are allocated in the tensor memory `backend` installed; every op runs on it.
+  Model(const ModelShape& shape, const Layout& layout, Backend& backend = cpu_backend());
 
   // Forward and backward of one batch; writes `grads` (this rank's, before any
   // all-reduce) and returns the mean token loss.
   float forward_backward(Trace& trace, PlantedState& planted, Xoshiro& rng,
-                         std::vector<float>& params, std::vector<float>& grads);
+                         std::span<float> params, std::span<float> grads);
 
   Tokens& inputs() { return inputs_; }
   Tokens& targets() { return targets_; }
@@ -131,20 +134,21 @@ class Model {
     Tensor ln_out, ln_mean, ln_rstd, h_pre, h_act, fc2, mask, drop;
   };
 
-  void forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& params);
-  void backward(Trace& trace, PlantedState& planted, std::vector<float>& params,
-                std::vector<float>& grads);
-  void attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p,
+  void forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span<float> params);
+  void backward(Trace& trace, PlantedState& planted, std::span<float> params,
+                std::span<float> grads);
+  void attn_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span<float> p,
                     int l);
-  void mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::vector<float>& p, int l);
-  void attn_backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
-                     std::vector<float>& g, int l);
-  void mlp_backward(Trace& trace, PlantedState& planted, std::vector<float>& p,
-                    std::vector<float>& g, int l);
-  Arg param(std::string_view name, std::vector<float>& flat, int index) const;
+  void mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span<float> p, int l);
+  void attn_backward(Trace& trace, PlantedState& planted, std::span<float> p,
+                     std::span<float> g, int l);
+  void mlp_backward(Trace& trace, PlantedState& planted, std::span<float> p,
+                    std::span<float> g, int l);
+  Arg param(std::string_view name, std::span<float> flat, int index) const;
 
   ModelShape shape_;
   Layout layout_;
+  Backend* backend_;
   Tokens inputs_, targets_;
   std::vector<Tensor> resid_;    // 2L+1 residual stream states [rows, D]
   std::vector<Tensor> d_resid_;  // their gradients

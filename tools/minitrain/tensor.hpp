@@ -4,16 +4,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
+#include "backend.hpp"
 #include "chaos.hpp"
 
 namespace minitrain {
 
 template <class T>
 struct Buffer {
-  std::vector<T> data;
+  std::vector<T, TensorAllocator<T>> data;  // in the backend's tensor memory
   std::vector<std::int64_t> shape;
 
   Buffer() = default;
@@ -57,22 +59,28 @@ struct Arg {
   std::size_t bytes = 0;
   std::string_view dtype;
   std::vector<std::int64_t> shape;
+  // Plain host memory (RNG state, counters), never in the backend's tensor
+  // memory: a device backend lets the recorder hash it on the host.
+  bool host = false;
+  // The bytes' fingerprint when it was taken ahead of the record (see
+  // Session::optimizer_step); recorded as is, never hashed again.
+  std::optional<std::uint64_t> digest{};
 };
 
 template <class T>
 Arg arg(std::string_view name, Buffer<T>& buffer) {
-  return {name, buffer.p(), buffer.size() * sizeof(T), dtype_of<T>(), buffer.shape};
+  return {name, buffer.p(), buffer.size() * sizeof(T), dtype_of<T>(), buffer.shape, false};
 }
 inline Arg arg(std::string_view name, float* data, std::vector<std::int64_t> shape) {
   std::size_t n = 1;
   for (auto d : shape) n *= static_cast<std::size_t>(d);
-  return {name, data, n * sizeof(float), "f32", std::move(shape)};
+  return {name, data, n * sizeof(float), "f32", std::move(shape), false};
 }
 inline Arg arg(std::string_view name, Xoshiro& rng) {
-  return {name, rng.s.data(), sizeof(rng.s), "u64", {4}};
+  return {name, rng.s.data(), sizeof(rng.s), "u64", {4}, true};
 }
 inline Arg arg(std::string_view name, std::int64_t& value) {
-  return {name, &value, sizeof(value), "i64", {1}};
+  return {name, &value, sizeof(value), "i64", {1}, true};
 }
 
 }  // namespace minitrain

@@ -44,16 +44,53 @@ Trace::Scope Trace::scope(std::string_view part) { return Scope(this, part); }
 
 void Trace::record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
                    const std::vector<Arg>& args) {
+  record_groups(level, {{op, io, &args}});
+}
+
+void Trace::record_groups(dtrace::Level level, const std::vector<RecordGroup>& groups) {
   dtrace::Recorder* rec = recorder();
   if (rec == nullptr || !rec->wants(level)) return;
-  const auto started = std::chrono::steady_clock::now();
-  for (const Arg& a : args) {
-    rec->tensor(level, op, io, a.name, dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape});
+  if (backend_ == nullptr || !backend_->device_resident()) {
+    for (const RecordGroup& g : groups)
+      for (const Arg& a : *g.args)
+        rec->tensor(level, g.op, g.io, a.name,
+                    dtrace::TensorView{a.data, a.bytes, a.dtype, a.shape, a.digest});
+    return;
   }
+  // One batched device fingerprint for all the groups' tensors: no tensor is
+  // copied to the host to be hashed (a capture still reads the bytes, through
+  // the managed pointer, after the fingerprint has waited for the stream).
+  // Host-only arguments (RNG state, counters) are hashed by the recorder.
+  std::vector<const void*> data;
+  std::vector<std::size_t> bytes;
+  for (const RecordGroup& g : groups)
+    for (const Arg& a : *g.args) {
+      const bool on_device = !a.host && !a.digest;
+      data.push_back(on_device ? a.data : nullptr);
+      bytes.push_back(on_device ? a.bytes : 0);
+    }
+  std::vector<std::uint64_t> digests(data.size());
+  backend_->fingerprint(data, bytes, digests.data());
+  std::size_t i = 0;
+  for (const RecordGroup& g : groups)
+    for (const Arg& a : *g.args) {
+      dtrace::TensorView view{a.data, a.bytes, a.dtype, a.shape, a.digest};
+      if (!a.host && !a.digest) view.digest = digests[i];
+      ++i;
+      rec->tensor(level, g.op, g.io, a.name, view);
+    }
+}
+
+void Trace::record_timed(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
+                         const std::vector<Arg>& args) {
+  const auto started = std::chrono::steady_clock::now();
+  record(level, op, io, args);
   record_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 bool Trace::load_captured(std::string_view op, const std::vector<Arg>& ins) {
+  // The host writes tensor memory below: the device must be done with it.
+  if (backend_ != nullptr) backend_->sync();
   std::size_t found = 0;
   std::string missing;
   for (const Arg& a : ins) {
@@ -95,9 +132,9 @@ void Trace::run_isolated(std::string_view op, dtrace::Level level, const std::ve
     if (k > 0) load_captured(op, ins);
     recorder_->begin_repetition(k);
     if (on_repetition_) on_repetition_(k);
-    record(level, op, dtrace::RecordIo::in, ins);
+    record_timed(level, op, dtrace::RecordIo::in, ins);
     run();
-    record(level, op, dtrace::RecordIo::out, outs);
+    record_timed(level, op, dtrace::RecordIo::out, outs);
     ++isolated_runs_;
   }
 }
@@ -107,9 +144,9 @@ void Trace::layer(std::string_view part, const std::vector<Arg>& ins, const std:
   Scope s = scope(part);
   switch (isolation_.kind) {
     case Isolation::Kind::none:
-      record(dtrace::Level::layer, part, dtrace::RecordIo::in, ins);
+      record_timed(dtrace::Level::layer, part, dtrace::RecordIo::in, ins);
       body();
-      record(dtrace::Level::layer, part, dtrace::RecordIo::out, outs);
+      record_timed(dtrace::Level::layer, part, dtrace::RecordIo::out, outs);
       return;
     case Isolation::Kind::layer:
       if (path_ == isolation_.scope) run_isolated(part, dtrace::Level::layer, ins, outs, body);
@@ -128,9 +165,9 @@ void Trace::kernel(std::string_view op, const std::vector<Arg>& ins, const std::
     }
     return;
   }
-  record(dtrace::Level::kernel, op, dtrace::RecordIo::in, ins);
+  record_timed(dtrace::Level::kernel, op, dtrace::RecordIo::in, ins);
   run();
-  record(dtrace::Level::kernel, op, dtrace::RecordIo::out, outs);
+  record_timed(dtrace::Level::kernel, op, dtrace::RecordIo::out, outs);
 }
 
 }  // namespace minitrain

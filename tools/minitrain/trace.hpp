@@ -41,6 +41,11 @@ class Trace {
   // isolated repetition k, `on_repetition(k)` lets the rank re-key its chaos.
   Trace(dtrace::Recorder* recorder, Isolation isolation, std::function<void(int)> on_repetition);
 
+  // The backend the tensors live on: with a device-resident one, records carry
+  // digests computed on the device (batched, on its stream), and captured inputs
+  // are loaded only after its queued work. Null: host tensors (the default).
+  void set_backend(Backend* backend) { backend_ = backend; }
+
   // Off while fast-forwarding to a replayed step: nothing reaches the recorder.
   void set_recording(bool on) { recording_ = on; }
   // The recorder when records may be written now, else null.
@@ -71,6 +76,19 @@ class Trace {
   [[nodiscard]] Scope scope(std::string_view part);
   const std::string& path() const { return path_; }
 
+  // Records `args` at `level` under `op` in the current scope: the step's state
+  // and gradients, which belong to no kernel (the caller times it).
+  void record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
+              const std::vector<Arg>& args);
+  // Several ops' records in order, fingerprinted in one device batch (one wait
+  // for the stream instead of one per op).
+  struct RecordGroup {
+    std::string_view op;
+    dtrace::RecordIo io;
+    const std::vector<Arg>* args;
+  };
+  void record_groups(dtrace::Level level, const std::vector<RecordGroup>& groups);
+
   // A layer scope: its inputs and outputs are recorded at Level::layer under op
   // = `part`. The body calls kernels.
   void layer(std::string_view part, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
@@ -80,8 +98,9 @@ class Trace {
               const std::function<void()>& run);
 
  private:
-  void record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
-              const std::vector<Arg>& args);
+  // record(), its time charged to the recording account.
+  void record_timed(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
+                    const std::vector<Arg>& args);
   // Loads every input of `op` in the current scope from the capture. False when
   // the capture has none of them (this rank was not captured).
   bool load_captured(std::string_view op, const std::vector<Arg>& ins);
@@ -89,6 +108,7 @@ class Trace {
                     const std::vector<Arg>& outs, const std::function<void()>& run);
 
   dtrace::Recorder* recorder_;
+  Backend* backend_ = nullptr;
   bool recording_ = true;
   Isolation isolation_;
   std::function<void(int)> on_repetition_;

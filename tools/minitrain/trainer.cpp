@@ -107,9 +107,15 @@ class Session {
         request_(request),
         isolation_(Isolation::parse(request.isolate, request.repeat)),
         layout_(Layout::of(config.shape)),
-        comm_(config.ranks),
+        comm_(config.process_rank >= 0 ? 1 : config.ranks),
+        backend_(&open_backend(config.backend, config.process_rank >= 0 ? config.process_rank : 0)),
         chaos_base_(config.chaos_seed ? *config.chaos_seed : fresh_chaos()) {
     corpus_ = read_corpus(config_.corpus, config_.shape);
+    if (config_.process_rank >= 0) {
+      collective_ = open_collective(*backend_, config_.process_rank, config_.ranks,
+                                    config_.bootstrap_dir,
+                                    config_.planted == Planted::allreduce_arrival);
+    }
     plan();
     options_.run_dir = config_.out;
     options_.run_name = config_.out.empty()
@@ -126,7 +132,8 @@ class Session {
   }
 
   RunResult run() {
-    if (!request_.is_replay()) {
+    // A process of a multi-process job: the launcher checked the run directory.
+    if (!request_.is_replay() && config_.process_rank < 0) {
       std::error_code ec;
       if (fs::exists(config_.out, ec)) {
         throw Error("run directory " + config_.out +
@@ -134,7 +141,7 @@ class Session {
       }
     }
     std::vector<std::thread> threads;
-    for (int r = 0; r < config_.ranks; ++r)
+    for (int r = first_rank(); r <= last_rank(); ++r)
       threads.emplace_back([this, r] { guarded_rank_main(r); });
     for (auto& t : threads) t.join();
     if (error_) std::rethrow_exception(error_);
@@ -152,16 +159,18 @@ class Session {
     }
     result.tokens_per_step =
         static_cast<std::int64_t>(config_.ranks) * config_.shape.batch * config_.shape.seq;
-    if (isolation_.active() && isolated_runs_ == 0) {
+    // One process of a multi-process job: the launcher decides whether any ran it.
+    if (isolation_.active() && isolated_runs_ == 0 && config_.process_rank < 0) {
       throw Error("DTRACE_ISOLATE=" + *request_.isolate +
                   ": no rank ran it (no such layer or op in this model, or DTRACE_INPUTS lacks its "
                   "inputs)");
     }
-    const std::size_t steps = losses_[0].size();
+    // Over the ranks of this process (a process of a multi-process job: its own).
+    const std::size_t steps = losses_[static_cast<std::size_t>(first_rank())].size();
     for (std::size_t i = 0; i < steps; ++i) {
       double sum = 0;
-      for (const auto& l : losses_) sum += l[i];
-      result.mean_loss.push_back(sum / static_cast<double>(losses_.size()));
+      for (int r = first_rank(); r <= last_rank(); ++r) sum += losses_[static_cast<std::size_t>(r)][i];
+      result.mean_loss.push_back(sum / static_cast<double>(last_rank() - first_rank() + 1));
     }
     return result;
   }
@@ -173,7 +182,7 @@ class Session {
     Trace trace;
     Model model;
     PlantedState planted;
-    std::vector<float> params, grads, reduced, adam_m, adam_v;
+    Floats params, grads, reduced, adam_m, adam_v;
     std::int64_t adam_step = 0;
     std::int64_t data_position = 0;
     Xoshiro rng;
@@ -191,6 +200,12 @@ class Session {
     double total_record_seconds = 0.0;
     std::int64_t timed_steps = 0;
   };
+
+  // The ranks this process runs: all of them as threads, or its own.
+  int first_rank() const { return config_.process_rank >= 0 ? config_.process_rank : 0; }
+  int last_rank() const {
+    return config_.process_rank >= 0 ? config_.process_rank : config_.ranks - 1;
+  }
 
   static std::uint64_t fresh_chaos() {
     std::random_device device;
@@ -265,23 +280,27 @@ class Session {
     options.rank = rank;
     auto recorder = dtrace::Recorder::open(options, request_);
     Rank* self = nullptr;
-    auto on_repetition = [&self](int k) { self->planted.begin_repetition(k); };
+    auto on_repetition = [&self, this](int k) {
+      self->planted.begin_repetition(k);
+      backend_->begin_repetition();
+    };
     Rank r{rank,
            std::move(recorder),
            Trace(nullptr, isolation_, on_repetition),
-           Model(config_.shape, layout_),
+           Model(config_.shape, layout_, *backend_),
            PlantedState{},
-           start_.params,
-           std::vector<float>(layout_.total),
-           std::vector<float>(layout_.total),
-           start_.adam_m,
-           start_.adam_v,
+           Floats(start_.params.begin(), start_.params.end()),
+           Floats(layout_.total),
+           Floats(layout_.total),
+           Floats(start_.adam_m.begin(), start_.adam_m.end()),
+           Floats(start_.adam_v.begin(), start_.adam_v.end()),
            start_.adam_step,
            start_.data_position,
            start_.rngs[static_cast<std::size_t>(rank)],
            Tensor({1})};
     self = &r;
     r.trace = Trace(r.recorder.get(), isolation_, on_repetition);
+    r.trace.set_backend(backend_);
     r.planted.planted = config_.planted;
     r.planted.fast_kernels = config_.fast_kernels;
     r.planted.chaos_base = chaos_base_;
@@ -299,7 +318,7 @@ class Session {
       run_step(r, step);
       if (!request_.is_replay()) maybe_checkpoint(r, step + 1);
     }
-    if (rank == 0) {
+    if (rank == first_rank()) {
       timed_steps_ = r.timed_steps;
       step_seconds_ = r.total_step_seconds;
       record_seconds_ = r.total_record_seconds;
@@ -310,43 +329,59 @@ class Session {
     const std::int64_t k = config_.checkpoint_every;
     const bool stopping = config_.stop_at && next == *config_.stop_at;
     if (!stopping && (k <= 0 || next % k != 0 || next >= config_.steps)) return;
+    backend_->sync();
     comm_.barrier();
+    // Every process's RNG state, for rank 0's checkpoint.
+    std::vector<Xoshiro> all_rngs;
+    if (collective_) all_rngs = collective_->allgather(r.rng);
     if (r.rank == 0) {
       TrainState state;
       state.step = next;
-      state.params = r.params;
-      state.adam_m = r.adam_m;
-      state.adam_v = r.adam_v;
+      state.params.assign(r.params.begin(), r.params.end());
+      state.adam_m.assign(r.adam_m.begin(), r.adam_m.end());
+      state.adam_v.assign(r.adam_v.begin(), r.adam_v.end());
       state.adam_step = r.adam_step;
       state.data_position = r.data_position;
-      for (const Xoshiro* rng : rngs_) state.rngs.push_back(*rng);
+      if (collective_) {
+        state.rngs = all_rngs;
+      } else {
+        for (const Xoshiro* rng : rngs_) state.rngs.push_back(*rng);
+      }
       write_checkpoint(config_.checkpoint_dir, config_.shape, state);
     }
     comm_.barrier();
   }
 
-  void record_state(Rank& r, std::int64_t step, dtrace::Recorder& rec) {
+  // Per-parameter views of a flat vector, named by the parameter, with their
+  // fingerprints when `digests` has them.
+  std::vector<Arg> per_param(Floats& flat, const std::vector<std::uint64_t>* digests = nullptr) const {
+    std::vector<Arg> args;
+    for (std::size_t i = 0; i < layout_.params.size(); ++i) {
+      const ParamInfo& p = layout_.params[i];
+      args.push_back(
+          {p.name, flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape, false});
+      if (digests != nullptr) args.back().digest = (*digests)[i];
+    }
+    return args;
+  }
+
+  void record_state(Rank& r, std::int64_t step_now) {
     auto scope = r.trace.scope("step");
-    const bool ahead = r.state_digests.step == step;
-    auto put = [&](std::string_view op, std::vector<float>& flat,
-                   const std::vector<std::uint64_t>& digests) {
-      for (std::size_t i = 0; i < layout_.params.size(); ++i) {
-        const ParamInfo& p = layout_.params[i];
-        dtrace::TensorView view{flat.data() + p.offset, p.size * sizeof(float), "f32", p.shape};
-        if (ahead) view.digest = digests[i];
-        rec.tensor(Level::step, op, RecordIo::state, p.name, view);
-      }
-    };
-    put("param", r.params, r.state_digests.params);
-    put("adam_m", r.adam_m, r.state_digests.adam_m);
-    put("adam_v", r.adam_v, r.state_digests.adam_v);
-    r.state_digests.step = -1;
-    rec.tensor(Level::step, "adam", RecordIo::state, "step",
-               {&r.adam_step, sizeof(std::int64_t), "i64", {1}});
-    rec.tensor(Level::step, "rng", RecordIo::state, kRngStateName,
-               {r.rng.s.data(), sizeof(r.rng.s), "u64", {4}});
-    rec.tensor(Level::step, "data", RecordIo::state, "position",
-               {&r.data_position, sizeof(std::int64_t), "i64", {1}});
+    auto& d = r.state_digests;
+    const bool ahead = d.step == step_now;
+    d.step = -1;
+    const std::vector<Arg> params = per_param(r.params, ahead ? &d.params : nullptr),
+                           m = per_param(r.adam_m, ahead ? &d.adam_m : nullptr),
+                           v = per_param(r.adam_v, ahead ? &d.adam_v : nullptr),
+                           step{arg("step", r.adam_step)},
+                           rng{arg(kRngStateName, r.rng)},
+                           position{arg("position", r.data_position)};
+    r.trace.record_groups(Level::step, {{"param", RecordIo::state, &params},
+                                        {"adam_m", RecordIo::state, &m},
+                                        {"adam_v", RecordIo::state, &v},
+                                        {"adam", RecordIo::state, &step},
+                                        {"rng", RecordIo::state, &rng},
+                                        {"data", RecordIo::state, &position}});
   }
 
   void run_step(Rank& r, std::int64_t step) {
@@ -358,7 +393,7 @@ class Session {
     if (rec != nullptr) {
       RecordTimer timer(r.trace);
       rec->begin_step(step);
-      record_state(r, step, *rec);
+      record_state(r, step);
     }
     const float loss = r.model.forward_backward(r.trace, r.planted, r.rng, r.params, r.grads);
     const std::vector<std::int64_t> flat{static_cast<std::int64_t>(layout_.total)};
@@ -369,19 +404,25 @@ class Session {
       Chaos* arrival = config_.planted == Planted::allreduce_arrival ? &r.planted.chaos : nullptr;
       r.trace.layer("grad_allreduce", ins, outs, [&] {
         r.trace.kernel("allreduce", ins, outs, [&] {
-          comm_.allreduce_mean(r.rank, r.grads.data(), r.reduced.data(), layout_.total, arrival);
+          if (collective_) {
+            collective_->allreduce_mean(r.grads.data(), r.reduced.data(), layout_.total);
+          } else if (backend_->device_resident() && config_.ranks == 1) {
+            // A world of one on the device: no trip through host memory.
+            backend_->copy(r.grads.data(), layout_.total, r.reduced.data());
+          } else {
+            comm_.allreduce_mean(r.rank - first_rank(), r.grads.data(), r.reduced.data(),
+                                 layout_.total, arrival);
+          }
         });
       });
     }
     if (rec != nullptr) {
       RecordTimer timer(r.trace);
       auto scope = r.trace.scope("step");
-      for (const ParamInfo& p : layout_.params) {
-        rec->tensor(Level::step, "grads", RecordIo::out, p.name,
-                    {r.reduced.data() + p.offset, p.size * sizeof(float), "f32", p.shape});
-      }
+      r.trace.record(Level::step, "grads", RecordIo::out, per_param(r.reduced));
     }
     optimizer_step(r, step, flat);
+    backend_->sync();  // the host reads the gradient norm and writes the next batch
     if (!isolation_.active()) {
       r.data_position += static_cast<std::int64_t>(config_.ranks) * config_.shape.batch;
       if (step >= first_recorded_) losses_[static_cast<std::size_t>(r.rank)].push_back(loss);
@@ -429,13 +470,15 @@ class Session {
     r.trace.layer("opt", ins, outs, [&] {
       r.trace.kernel("grad_norm", {arg("grads", r.reduced.data(), flat)},
                      {arg("norm", r.grad_norm)}, [&] {
-                       r.grad_norm.data[0] =
-                           std::sqrt(kernels::sum_of_squares(r.reduced.data(), layout_.total));
+                       backend_->grad_norm(r.reduced.data(), layout_.total, r.grad_norm.p());
                      });
       std::vector<Arg> adam_ins = ins;
       adam_ins.push_back(arg("grad_norm", r.grad_norm));
-      // The next step's state records, when it will be recorded here.
-      const bool ahead = !isolation_.active() && r.trace.recorder() != nullptr && step + 1 < end_;
+      // The next step's state records, when it will be recorded here and the
+      // tensors are in host memory (a device backend fingerprints them in one
+      // batch on the device instead).
+      const bool ahead = !isolation_.active() && r.trace.recorder() != nullptr &&
+                         step + 1 < end_ && !backend_->device_resident();
       r.trace.kernel("adamw", adam_ins, state, [&] {
         auto& d = r.state_digests;
         if (ahead) {
@@ -445,9 +488,9 @@ class Session {
         }
         for (std::size_t i = 0; i < layout_.params.size(); ++i) {
           const ParamInfo& p = layout_.params[i];
-          kernels::adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(),
-                         r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
-                         r.grad_norm.data[0]);
+          backend_->adamw(config_.adamw, r.params.data(), r.reduced.data(), r.adam_m.data(),
+                          r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
+                          r.grad_norm.p());
           if (ahead) {
             RecordTimer timer(r.trace);
             const std::size_t bytes = p.size * sizeof(float);
@@ -467,6 +510,8 @@ class Session {
   Isolation isolation_;
   Layout layout_;
   Comm comm_;
+  Backend* backend_;
+  std::unique_ptr<Collective> collective_;  // processes of a multi-process job only
   std::uint64_t chaos_base_;
   std::string corpus_;
   dtrace::RunOptions options_;
