@@ -9,6 +9,7 @@
 
 #include "minitrain/comm.hpp"
 #include "minitrain/kernels.hpp"
+#include "minitrain_support.hpp"
 #include "minitrain/model.hpp"
 #include "minitrain/trace.hpp"
 #include "minitrain/trainer.hpp"
@@ -18,12 +19,7 @@ namespace k = minitrain::kernels;
 
 namespace {
 
-std::vector<float> random_values(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
-  mt::Xoshiro rng = mt::Xoshiro::seeded(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = (rng.uniform() * 2.0f - 1.0f) * scale;
-  return v;
-}
+using test_support::random_values;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   for (std::size_t i = 0; i < a.size(); ++i)

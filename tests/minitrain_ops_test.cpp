@@ -20,6 +20,7 @@
 #include "minitrain/backend.hpp"
 #include "minitrain/chaos.hpp"
 #include "minitrain/kernels.hpp"
+#include "minitrain_support.hpp"
 #include "minitrain/model.hpp"
 #include "minitrain/ops_backend.hpp"
 #include "minitrain/trace.hpp"
@@ -31,12 +32,7 @@ namespace ops = minitrain::ops;
 
 namespace {
 
-std::vector<float> random_values(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
-  mt::Xoshiro rng = mt::Xoshiro::seeded(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = (rng.uniform() * 2.0f - 1.0f) * scale;
-  return v;
-}
+using test_support::random_values;
 
 std::vector<std::int32_t> random_tokens(std::size_t n, int V, std::uint64_t seed) {
   mt::Xoshiro rng = mt::Xoshiro::seeded(seed);
