@@ -6,6 +6,7 @@
 // MINITRAIN_NCCL_CHECK; a failure becomes an Error naming the file, line, call
 // and error.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -59,6 +60,51 @@ Status synchronize(cudaStream_t stream) {
   return {};
 }
 
+// NCCL is loaded when a job of several ranks first needs it, not linked: a
+// world of one never touches it, so `--backend cuda` runs where libnccl (over
+// 200 MB) is absent, and a build carried to a GPU machine stays small.
+struct NcclApi {
+  decltype(&ncclGetUniqueId) get_unique_id;
+  decltype(&ncclCommInitRank) comm_init_rank;
+  decltype(&ncclAllReduce) all_reduce;
+  decltype(&ncclAllGather) all_gather;
+  decltype(&ncclCommDestroy) comm_destroy;
+  decltype(&ncclGetErrorString) error_string;
+};
+
+NcclApi load_nccl() {
+  // The loader's search path first (LD_LIBRARY_PATH, ldconfig), then the CUDA
+  // installation minitrain was built against.
+  void* library = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  std::string why = library == nullptr ? dlerror() : "";
+#ifdef MINITRAIN_NCCL_LIBRARY
+  if (library == nullptr) library = dlopen(MINITRAIN_NCCL_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+#endif
+  if (library == nullptr) {
+    throw Error("--backend cuda with several ranks needs NCCL: cannot load libnccl.so.2 (" + why +
+                "); put its directory on LD_LIBRARY_PATH");
+  }
+  auto symbol = [&](const char* name) {
+    void* address = dlsym(library, name);
+    if (address == nullptr) throw Error(std::string("libnccl.so.2 lacks ") + name);
+    return address;
+  };
+  NcclApi api{};
+  api.get_unique_id = reinterpret_cast<decltype(api.get_unique_id)>(symbol("ncclGetUniqueId"));
+  api.comm_init_rank = reinterpret_cast<decltype(api.comm_init_rank)>(symbol("ncclCommInitRank"));
+  api.all_reduce = reinterpret_cast<decltype(api.all_reduce)>(symbol("ncclAllReduce"));
+  api.all_gather = reinterpret_cast<decltype(api.all_gather)>(symbol("ncclAllGather"));
+  api.comm_destroy = reinterpret_cast<decltype(api.comm_destroy)>(symbol("ncclCommDestroy"));
+  api.error_string = reinterpret_cast<decltype(api.error_string)>(symbol("ncclGetErrorString"));
+  return api;
+}
+
+// Loaded once, on first use; a failure is thrown again on the next use.
+const NcclApi& nccl() {
+  static const NcclApi api = load_nccl();
+  return api;
+}
+
 }  // namespace
 
 // NCCL calls go through the same kind of checked macro: a failure returns a
@@ -69,7 +115,7 @@ Status synchronize(cudaStream_t stream) {
     if (minitrain_nccl_result_ != ncclSuccess) {                                            \
       return Status{dtrace::gpu::Code::cuda_error,                                          \
                     std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + #call + \
-                        " failed: " + ncclGetErrorString(minitrain_nccl_result_)};          \
+                        " failed: " + nccl().error_string(minitrain_nccl_result_)};         \
     }                                                                                       \
   } while (0)
 
@@ -184,7 +230,7 @@ class NcclCollective final : public Collective {
     throw_if_failed(init(dir));
   }
   ~NcclCollective() override {
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
+    if (comm_ != nullptr) nccl().comm_destroy(comm_);
     if (gather_ != nullptr) cudaFree(gather_);
   }
   NcclCollective(const NcclCollective&) = delete;
@@ -214,24 +260,25 @@ class NcclCollective final : public Collective {
   Status init(const std::string& dir) {
     ncclUniqueId id;
     if (rank_ == 0) {
-      MINITRAIN_NCCL_CHECK(ncclGetUniqueId(&id));
+      MINITRAIN_NCCL_CHECK(nccl().get_unique_id(&id));
       publish_unique_id(dir, id.internal, sizeof(id.internal));
     } else {
       await_unique_id(dir, id.internal, sizeof(id.internal), rank_, 60000);
     }
-    MINITRAIN_NCCL_CHECK(ncclCommInitRank(&comm_, world_, id, rank_));
+    MINITRAIN_NCCL_CHECK(nccl().comm_init_rank(&comm_, world_, id, rank_));
     void* buffer = nullptr;
     DTRACE_CUDA_CHECK(cudaMallocManaged(&buffer, sizeof(std::uint64_t) * 4 * world_));
     gather_ = static_cast<std::uint64_t*>(buffer);
     return {};
   }
   Status sum(const void* in, void* out, std::size_t n) {
-    MINITRAIN_NCCL_CHECK(ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm_, backend_.stream()));
+    MINITRAIN_NCCL_CHECK(
+        nccl().all_reduce(in, out, n, ncclFloat, ncclSum, comm_, backend_.stream()));
     return {};
   }
   Status gather() {
     MINITRAIN_NCCL_CHECK(
-        ncclAllGather(gather_ + 4 * rank_, gather_, 4, ncclUint64, comm_, backend_.stream()));
+        nccl().all_gather(gather_ + 4 * rank_, gather_, 4, ncclUint64, comm_, backend_.stream()));
     return {};
   }
 
