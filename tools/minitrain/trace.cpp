@@ -1,6 +1,5 @@
 #include "trace.hpp"
 
-#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -44,10 +43,10 @@ Trace::Scope Trace::scope(std::string_view part) { return Scope(this, part); }
 
 void Trace::record(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
                    const std::vector<Arg>& args) {
-  record_groups(level, {{op, io, &args}});
+  record_groups(level, {RecordGroup{op, io, &args}});
 }
 
-void Trace::record_groups(dtrace::Level level, const std::vector<RecordGroup>& groups) {
+void Trace::record_groups(dtrace::Level level, std::initializer_list<RecordGroup> groups) {
   dtrace::Recorder* rec = recorder();
   if (rec == nullptr || !rec->wants(level)) return;
   if (backend_ == nullptr || !backend_->device_resident()) {
@@ -83,9 +82,8 @@ void Trace::record_groups(dtrace::Level level, const std::vector<RecordGroup>& g
 
 void Trace::record_timed(dtrace::Level level, std::string_view op, dtrace::RecordIo io,
                          const std::vector<Arg>& args) {
-  const auto started = std::chrono::steady_clock::now();
+  RecordTimer timer(*this);
   record(level, op, io, args);
-  record_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 bool Trace::load_captured(std::string_view op, const std::vector<Arg>& ins) {

@@ -10,7 +10,9 @@
 // repetitions are recorded one after the other.
 #pragma once
 
+#include <chrono>
 #include <dtrace/recorder.hpp>
+#include <initializer_list>
 #include <functional>
 #include <optional>
 #include <string>
@@ -56,7 +58,22 @@ class Trace {
   // Seconds spent handing records to the recorder since the last call, for the
   // cost of recording measured in the same run as the step it slows.
   double take_record_seconds() { return std::exchange(record_seconds_, 0.0); }
-  void add_record_seconds(double seconds) { record_seconds_ += seconds; }
+  // Charges the time of a scope to that account (the trace's own records, and
+  // the trainer's records of step state, gradients and metrics).
+  class RecordTimer {
+   public:
+    explicit RecordTimer(Trace& trace) : trace_(trace), start_(std::chrono::steady_clock::now()) {}
+    ~RecordTimer() {
+      trace_.record_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+    RecordTimer(const RecordTimer&) = delete;
+    RecordTimer& operator=(const RecordTimer&) = delete;
+
+   private:
+    Trace& trace_;
+    std::chrono::steady_clock::time_point start_;
+  };
 
   // A plain scope part ("fwd", "layer.1"); pops on destruction.
   class Scope {
@@ -87,7 +104,7 @@ class Trace {
     dtrace::RecordIo io;
     const std::vector<Arg>* args;
   };
-  void record_groups(dtrace::Level level, const std::vector<RecordGroup>& groups);
+  void record_groups(dtrace::Level level, std::initializer_list<RecordGroup> groups);
 
   // A layer scope: its inputs and outputs are recorded at Level::layer under op
   // = `part`. The body calls kernels.

@@ -49,19 +49,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Charges the time of a scope to the trace's recording account.
-class RecordTimer {
- public:
-  explicit RecordTimer(Trace& trace) : trace_(trace), start_(Clock::now()) {}
-  ~RecordTimer() { trace_.add_record_seconds(seconds_since(start_)); }
-  RecordTimer(const RecordTimer&) = delete;
-  RecordTimer& operator=(const RecordTimer&) = delete;
-
- private:
-  Trace& trace_;
-  Clock::time_point start_;
-};
-
 std::string read_corpus(const std::string& path, const ModelShape& shape) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("corpus " + path + ": cannot open");
@@ -391,7 +378,7 @@ class Session {
                r.model.targets());
     dtrace::Recorder* rec = isolation_.active() ? nullptr : r.trace.recorder();
     if (rec != nullptr) {
-      RecordTimer timer(r.trace);
+      Trace::RecordTimer timer(r.trace);
       rec->begin_step(step);
       record_state(r, step);
     }
@@ -417,7 +404,7 @@ class Session {
       });
     }
     if (rec != nullptr) {
-      RecordTimer timer(r.trace);
+      Trace::RecordTimer timer(r.trace);
       auto scope = r.trace.scope("step");
       r.trace.record(Level::step, "grads", RecordIo::out, per_param(r.reduced));
     }
@@ -429,7 +416,7 @@ class Session {
     }
     if (rec != nullptr) {
       {
-        RecordTimer timer(r.trace);
+        Trace::RecordTimer timer(r.trace);
         auto scope = r.trace.scope("step");
         rec->scalar(Level::step, "loss", RecordIo::metric, "loss", "f32",
                     std::bit_cast<std::uint32_t>(loss), loss);
@@ -492,7 +479,7 @@ class Session {
                           r.adam_v.data(), p.offset, p.offset + p.size, p.decay, r.adam_step,
                           r.grad_norm.p());
           if (ahead) {
-            RecordTimer timer(r.trace);
+            Trace::RecordTimer timer(r.trace);
             const std::size_t bytes = p.size * sizeof(float);
             d.params[i] = dtrace::host_fingerprint(r.params.data() + p.offset, bytes);
             d.adam_m[i] = dtrace::host_fingerprint(r.adam_m.data() + p.offset, bytes);
