@@ -3,7 +3,7 @@
 
 #include <iostream>
 
-#include "cli/arm_progress.hpp"
+#include "cli/arms.hpp"
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "report/tax_report.hpp"
@@ -13,7 +13,6 @@ namespace dtrace::cli {
 void add_tax(CLI::App& app, int& exit_status) {
   struct Args {
     workflow::TaxOptions options;
-    double timeout = 0;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -26,16 +25,10 @@ void add_tax(CLI::App& app, int& exit_status) {
       "Exit status: 0 measured, 2 trouble.");
   cmd->add_option("--arms", args->options.arms, "arms per mode (default 3)")
       ->check(CLI::Range(1, 100));
-  cmd->add_option("--keep", args->options.keep, "keep the arms' runs in this new directory");
-  cmd->add_option("--timeout", args->timeout, "seconds each arm may run (default: no limit)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--json", args->json, "print one JSON document on stdout");
-  cmd->add_option("CMD", args->options.command, "the workload and its arguments (after --)")
-      ->required();
+  add_arm_options(*cmd, args->options.keep, args->options.timeout_s, args->json,
+                  args->options.command);
   cmd->callback([args, &exit_status] {
-    workflow::TaxOptions options = args->options;
-    if (args->timeout > 0) options.timeout_s = args->timeout;
-    auto report = workflow::measure_tax(options, log_arm);
+    auto report = workflow::measure_tax(args->options, log_arm);
     if (!report) throw Failure(report.error().message);
     if (args->json) {
       std::cout << report::tax_to_json(*report).dump(2) << "\n";

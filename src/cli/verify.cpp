@@ -3,7 +3,7 @@
 
 #include <iostream>
 
-#include "cli/arm_progress.hpp"
+#include "cli/arms.hpp"
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "replay/runner.hpp"
@@ -16,7 +16,6 @@ void add_verify(CLI::App& app, int& exit_status) {
     workflow::VerifyOptions options;
     std::string control;
     std::int64_t resume_at = 0;
-    double timeout = 0;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -36,16 +35,11 @@ void add_verify(CLI::App& app, int& exit_status) {
       ->excludes(arms);
   cmd->add_option("--control", args->control,
                   "a command (one string, shell-style words) whose arms must diverge");
-  cmd->add_option("--keep", args->options.keep, "keep the arms' runs in this new directory");
-  cmd->add_option("--timeout", args->timeout, "seconds each arm may run (default: no limit)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--json", args->json, "print one JSON document on stdout");
-  cmd->add_option("CMD", args->options.command, "the workload and its arguments (after --)")
-      ->required();
+  add_arm_options(*cmd, args->options.keep, args->options.timeout_s, args->json,
+                  args->options.command);
   cmd->callback([args, cmd, &exit_status] {
     workflow::VerifyOptions options = args->options;
     if (cmd->count("--resume-at") > 0) options.resume_at = args->resume_at;
-    if (args->timeout > 0) options.timeout_s = args->timeout;
     if (!args->control.empty()) {
       auto words = replay::split_words(args->control);
       if (!words) throw Failure("--control: " + words.error().message);
