@@ -220,11 +220,6 @@ class RankRecorder final : public Recorder {
     record.shape = tensor.shape;
     record.digest = log::Digest::from_u64(tensor.digest ? *tensor.digest
                                                         : fingerprint(tensor.data, tensor.bytes, 0));
-    if (capture_ && inside_requested_scope() && tensor.data == nullptr && tensor.bytes != 0) {
-      throw RecorderError(describe(scope_, op, name) +
-                          ": DTRACE_CAPTURE needs the tensor's bytes, and only its digest was "
-                          "handed over");
-    }
     log::append_record_line(lines_, record);
     if (capture_ && inside_requested_scope()) {
       const std::string file = recording::capture_file_name(rank_, *step_, record.seq);
@@ -303,9 +298,18 @@ class RankRecorder final : public Recorder {
   // A size that disagrees with dtype and shape means the program handed over
   // the wrong buffer; fingerprinting it anyway would log a plausible lie.
   void check_tensor(std::string_view op, std::string_view name, const TensorView& tensor) const {
-    if (tensor.data == nullptr && tensor.bytes != 0 && !tensor.digest) {
-      throw RecorderError(describe(scope_, op, name) + ": no data for " +
-                          std::to_string(tensor.bytes) + " bytes");
+    if (tensor.data == nullptr && tensor.bytes != 0) {
+      // A digest stands in for bytes that live elsewhere, except where a
+      // capture must write them.
+      if (!tensor.digest) {
+        throw RecorderError(describe(scope_, op, name) + ": no data for " +
+                            std::to_string(tensor.bytes) + " bytes");
+      }
+      if (capture_ && inside_requested_scope()) {
+        throw RecorderError(describe(scope_, op, name) +
+                            ": DTRACE_CAPTURE needs the tensor's bytes, and only its digest was "
+                            "handed over");
+      }
     }
     std::size_t elements = 1;
     for (std::int64_t extent : tensor.shape) {
