@@ -159,8 +159,7 @@ class CudaBackend final : public OpsBackend<gpu::Launch> {
   void dropout(const float* x, std::size_t n, float p, Xoshiro& rng, float* y,
                float* mask) override {
     throw_if_failed(stage(n));
-    const float keep = 1.0f / (1.0f - p);
-    for (std::size_t i = 0; i < n; ++i) staging_[i] = rng.uniform() < p ? 0.0f : keep;
+    kernels::dropout_mask(n, p, rng, staging_);
     throw_if_failed(upload(mask, n));
     ops::multiply(run_, x, mask, n, y);
   }

@@ -295,11 +295,8 @@ void gelu_grad(const float* dy, const float* x, std::size_t n, float* dx) {
 }
 
 void dropout(const float* x, std::size_t n, float p, Xoshiro& rng, float* y, float* mask) {
-  const float keep = 1.0f / (1.0f - p);
-  for (std::size_t i = 0; i < n; ++i) {
-    mask[i] = rng.uniform() < p ? 0.0f : keep;
-    y[i] = x[i] * mask[i];
-  }
+  dropout_mask(n, p, rng, mask);
+  multiply(x, mask, n, y);
 }
 
 void multiply(const float* a, const float* b, std::size_t n, float* y) {

@@ -54,6 +54,12 @@ void gelu_grad(const float* dy, const float* x, std::size_t n, float* dx);
 
 // Inverted dropout: mask holds 0 or 1/(1-p), drawn from rng in element order.
 void dropout(const float* x, std::size_t n, float p, Xoshiro& rng, float* y, float* mask);
+// dropout's mask alone, on the host: every backend draws it here (the GPU ones
+// then upload it), so the masks and the RNG state are the CPU's bits everywhere.
+inline void dropout_mask(std::size_t n, float p, Xoshiro& rng, float* mask) {
+  const float keep = 1.0f / (1.0f - p);
+  for (std::size_t i = 0; i < n; ++i) mask[i] = rng.uniform() < p ? 0.0f : keep;
+}
 void multiply(const float* a, const float* b, std::size_t n, float* y);
 void add(const float* a, const float* b, std::size_t n, float* y);
 

@@ -80,8 +80,7 @@ class OpsBackend : public Backend {
   void dropout(const float* x, std::size_t n, float p, Xoshiro& rng, float* y,
                float* mask) override {
     sync();
-    const float keep = 1.0f / (1.0f - p);
-    for (std::size_t i = 0; i < n; ++i) mask[i] = rng.uniform() < p ? 0.0f : keep;
+    kernels::dropout_mask(n, p, rng, mask);
     ops::multiply(run_, x, mask, n, y);
   }
   void multiply(const float* a, const float* b, std::size_t n, float* y) override {
