@@ -1,3 +1,4 @@
+#include "log/prefetch.hpp"
 #include "log/reader.hpp"
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include "support.hpp"
 
 using dtrace::log::list_run_files;
+using dtrace::log::PrefetchReader;
+using dtrace::log::ReadLimits;
 using dtrace::log::RunReader;
 using dtrace::log::Step;
 using dtrace::log::StepStatus;
@@ -54,8 +57,8 @@ std::string join(const std::vector<std::string>& lines, const std::string& eol =
   return out;
 }
 
-std::unique_ptr<RunReader> open(const std::string& path) {
-  auto reader = RunReader::open(path);
+std::unique_ptr<RunReader> open(const std::string& path, const ReadLimits& limits = {}) {
+  auto reader = RunReader::open(path, limits);
   INFO((reader ? std::string() : reader.error().message));
   REQUIRE(reader.ok());
   return std::move(*reader);
@@ -337,6 +340,51 @@ TEST_CASE("more rank files than may be open at once are all read", "[reader]") {
   CHECK(reader->records_read() == 6 * ranks);
 }
 
+TEST_CASE("files that give up their buffer or descriptor between visits resume where they stopped",
+          "[reader]") {
+  // A run of thousands of ranks reaches these paths with the default limits;
+  // small limits reach them here. Each step (40 records, about 5 KiB) is longer
+  // than one 4 KiB read, so resuming mid-file at the wrong byte would show.
+  TempDir dir;
+  const int ranks = 12, steps = 4, records = 40;
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::vector<std::string> lines;
+    for (int step = 0; step < steps; ++step) {
+      for (int seq = 0; seq < records; ++seq) lines.push_back(record(rank, step, seq));
+      lines.push_back(end(rank, step, records));
+    }
+    write_text(dir.path("run/rank" + std::to_string(100 + rank) + ".jsonl"), header(ranks) + "\n" + join(lines));
+  }
+  struct Case {
+    const char* what;
+    ReadLimits limits;
+  };
+  for (const Case& c : {Case{"every file buffered and open", ReadLimits{}},
+                        Case{"3 buffers, every descriptor kept", ReadLimits{3 * 4096, 0}},
+                        Case{"3 buffers, 5 descriptors", ReadLimits{3 * 4096, 5}},
+                        Case{"1 buffer, 1 descriptor", ReadLimits{4096, 1}}}) {
+    SECTION(c.what) {
+      auto reader = open(dir.path("run"), c.limits);
+      const auto got = read_all(*reader);
+      REQUIRE(got.size() == static_cast<std::size_t>(ranks * steps));
+      std::set<std::pair<int, std::int64_t>> seen;
+      for (const Step& s : got) {
+        CHECK(s.status == StepStatus::complete);
+        REQUIRE(s.records.size() == static_cast<std::size_t>(records));
+        for (int seq = 0; seq < records; ++seq) {
+          const auto& r = s.records[static_cast<std::size_t>(seq)];
+          CHECK(r.seq == seq);
+          CHECK(r.step == s.step);
+          // Line 1 is the header; each step is its records and an end record.
+          CHECK(r.line == static_cast<std::uint64_t>(2 + s.step * (records + 1) + seq));
+        }
+        seen.insert({s.rank, s.step});
+      }
+      CHECK(seen.size() == static_cast<std::size_t>(ranks * steps));
+    }
+  }
+}
+
 TEST_CASE("a line longer than the read buffer is read whole", "[reader]") {
   TempDir dir;
   const std::string file = dir.path("run.jsonl");
@@ -349,4 +397,62 @@ TEST_CASE("a line longer than the read buffer is read whole", "[reader]") {
   CHECK(steps[0].status == StepStatus::complete);
   CHECK(steps[0].records.size() == 2);
   CHECK(reader->location(steps[0].records[1]) == file + ":3");
+}
+
+TEST_CASE("the prefetching reader hands out the same steps in the same order", "[reader][prefetch]") {
+  // 3 ranks x 400 steps of 30 records: several batches (a batch closes at 256
+  // steps or 8,192 records) and more than the queue holds at once.
+  TempDir dir;
+  const std::string file = dir.path("run.jsonl");
+  write_text(file, header(3) + "\n" + join(body(3, 400, 30)));
+  auto plain = open(file);
+  const auto expected = read_all(*plain);
+  REQUIRE(expected.size() == 1200);
+  auto reader = open(file);
+  PrefetchReader prefetch(*reader);
+  for (const Step& want : expected) {
+    auto got = prefetch.next();
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+    CHECK((*got)->rank == want.rank);
+    CHECK((*got)->step == want.step);
+    CHECK((*got)->records.size() == want.records.size());
+  }
+  // The end stays the answer.
+  for (int i = 0; i < 2; ++i) {
+    auto end = prefetch.next();
+    REQUIRE(end.ok());
+    CHECK(!end->has_value());
+  }
+}
+
+TEST_CASE("the prefetching reader repeats an error and stops early without hanging", "[reader][prefetch]") {
+  TempDir dir;
+  const std::string bad = dir.path("bad.jsonl");
+  auto lines = body(1, 600, 20);
+  lines[500 * 21 + 3] = "{not json";
+  write_text(bad, header(1) + "\n" + join(lines));
+  {
+    auto reader = open(bad);
+    PrefetchReader prefetch(*reader);
+    int steps = 0;
+    dtrace::Result<std::optional<Step>> item = prefetch.next();
+    while (item.ok() && item->has_value()) {
+      ++steps;
+      item = prefetch.next();
+    }
+    CHECK(steps == 500);
+    REQUIRE(!item.ok());
+    CHECK(item.error().message == bad + ":" + std::to_string(2 + 500 * 21 + 3) + ": not valid JSON");
+    auto again = prefetch.next();
+    REQUIRE(!again.ok());
+    CHECK(again.error().message == item.error().message);
+  }
+  {
+    // A consumer that stops after one step: the worker, blocked on a full
+    // queue, must end when the prefetcher is destroyed.
+    auto reader = open(dir.path("bad.jsonl"));
+    PrefetchReader prefetch(*reader);
+    CHECK(prefetch.next().ok());
+  }
 }

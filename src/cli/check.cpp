@@ -25,6 +25,7 @@ void add_check(CLI::App& app, int& exit_status) {
   cmd->add_option("RUN", options->run, "the run")->required();
   cmd->add_flag("--json", options->json, "print one JSON document on stdout");
   cmd->callback([options, &exit_status] {
+    allow_many_files();
     auto certification = log::certify_run(options->run);
     if (!certification) throw Failure(certification.error().message);
     if (options->json) {

@@ -1,5 +1,9 @@
 #include "cli/cli.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -18,6 +22,15 @@ void setup_logging() {
 }
 
 }  // namespace
+
+void allow_many_files() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t want = std::min<rlim_t>(limit.rlim_max, 65536);
+  if (limit.rlim_cur >= want) return;
+  limit.rlim_cur = want;
+  ::setrlimit(RLIMIT_NOFILE, &limit);  // failing leaves the reader to close and reopen files
+}
 
 int run(int argc, char** argv) {
   setup_logging();

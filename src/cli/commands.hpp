@@ -13,6 +13,12 @@ struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Raises this process's soft limit on open files to its hard limit (up to
+// 65,536), so a run of thousands of rank files is read with every file kept
+// open. Called by the commands that read runs and start no other program,
+// so no workload inherits the raised limit.
+void allow_many_files();
+
 void add_bisect(CLI::App& app, int& exit_status);
 void add_check(CLI::App& app, int& exit_status);
 void add_diff(CLI::App& app, int& exit_status);

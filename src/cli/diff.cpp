@@ -26,6 +26,7 @@ void add_diff(CLI::App& app, int& exit_status) {
   cmd->add_option("RUN_B", options->run_b, "the second run")->required();
   cmd->add_flag("--json", options->json, "print one JSON document on stdout");
   cmd->callback([options, &exit_status] {
+    allow_many_files();
     auto report = diff::diff_runs(options->run_a, options->run_b);
     if (!report) throw Failure(report.error().message);
     if (options->json) {

@@ -30,6 +30,7 @@ void add_show(CLI::App& app, int& exit_status) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", options->json, "print one JSON document on stdout");
   cmd->callback([options, &exit_status] {
+    allow_many_files();
     auto summary = log::summarize_run(options->run, log::Selection{options->step, options->rank});
     if (!summary) throw Failure(summary.error().message);
     if (options->json) {

@@ -2,6 +2,18 @@
 
 namespace dtrace::log {
 
+namespace {
+
+// A batch closes at this many records or steps, whichever comes first: large
+// enough that handing it over costs nothing next to reading it, small enough
+// that memory stays at a few steps per rank.
+constexpr std::size_t kBatchRecords = 8192;
+constexpr std::size_t kBatchSteps = 256;
+
+bool is_last(const Result<std::optional<Step>>& item) { return !item || !*item; }
+
+}  // namespace
+
 PrefetchReader::PrefetchReader(RunReader& reader, std::size_t depth)
     : reader_(reader), depth_(depth), worker_([this] { work(); }) {}
 
@@ -15,30 +27,40 @@ PrefetchReader::~PrefetchReader() {
 }
 
 void PrefetchReader::work() {
+  Batch batch;
+  std::size_t records = 0;
   while (true) {
     auto item = reader_.next();
-    const bool last = !item || !*item;
+    const bool last = is_last(item);
+    if (!last) records += (*item)->records.size() + 1;
+    batch.push_back(std::move(item));
+    if (!last && records < kBatchRecords && batch.size() < kBatchSteps) continue;
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
     if (stop_) return;
-    queue_.push_back(std::move(item));
+    queue_.push_back(std::move(batch));
     lock.unlock();
     changed_.notify_all();
     if (last) return;
+    batch = Batch();
+    records = 0;
   }
 }
 
 Result<std::optional<Step>> PrefetchReader::next() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return !queue_.empty(); });
-  // The end and errors stay queued: asking again gives the same answer.
-  const bool last = !queue_.front() || !*queue_.front();
-  if (last) return queue_.front();
-  auto item = std::move(queue_.front());
-  queue_.pop_front();
-  lock.unlock();
-  changed_.notify_all();
-  return item;
+  if (taken_next_ == taken_.size()) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !queue_.empty(); });
+    taken_ = std::move(queue_.front());
+    queue_.pop_front();
+    taken_next_ = 0;
+    lock.unlock();
+    changed_.notify_all();
+  }
+  // The end and errors end the last batch and stay there: asking again gives
+  // the same answer.
+  if (is_last(taken_[taken_next_])) return taken_[taken_next_];
+  return std::move(taken_[taken_next_++]);
 }
 
 }  // namespace dtrace::log

@@ -7,6 +7,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "log/reader.hpp"
 
@@ -15,8 +16,9 @@ namespace dtrace::log {
 class PrefetchReader {
  public:
   // `reader` must outlive this object; it is used only from the worker thread
-  // until next() has returned the end or an error.
-  explicit PrefetchReader(RunReader& reader, std::size_t depth = 64);
+  // until next() has returned the end or an error. At most `depth` batches
+  // wait in the queue.
+  explicit PrefetchReader(RunReader& reader, std::size_t depth = 4);
   ~PrefetchReader();
 
   Result<std::optional<Step>> next();
@@ -25,15 +27,23 @@ class PrefetchReader {
   PrefetchReader& operator=(const PrefetchReader&) = delete;
 
  private:
+  using Item = Result<std::optional<Step>>;
+  // Steps travel in batches: handing over each step alone woke the consumer
+  // once per step, and at thousands of small steps per second the thread
+  // switches cost more than the comparing.
+  using Batch = std::vector<Item>;
+
   void work();
 
   RunReader& reader_;
   const std::size_t depth_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Result<std::optional<Step>>> queue_;
+  std::deque<Batch> queue_;
   bool stop_ = false;
-  std::jthread worker_;
+  Batch taken_;  // the consumer's current batch (consumer thread only)
+  std::size_t taken_next_ = 0;
+  std::jthread worker_;  // last: starts once the members above exist
 };
 
 }  // namespace dtrace::log

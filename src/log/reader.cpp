@@ -1,6 +1,7 @@
 #include "log/reader.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,13 +25,23 @@ namespace fs = std::filesystem;
 // memory bounded on garbage input.
 constexpr std::size_t kMaxLine = 16u << 20;
 constexpr std::size_t kReadSize = 1u << 20;
-// A file parked between visits (more files than kMaxOpenFiles) reads again
-// from where it stopped: reading a whole kReadSize then would re-read and
-// discard most of it on every visit, quadratic in the file's length. It reads
-// about twice what its last visit consumed instead.
+// A file parked between visits (more files than the buffer budget holds)
+// reads again from where it stopped: reading a whole buffer then would re-read
+// and discard most of it on every visit, quadratic in the file's length. It
+// reads about twice what its last visit consumed instead.
 constexpr std::size_t kMinReadSize = 4096;
-// Runs of thousands of rank files must not exhaust file descriptors.
-constexpr std::size_t kMaxOpenFiles = 64;
+
+// Descriptors one reader may hold by default. A parked file keeps its
+// descriptor while this allows, so a visit costs one pread instead of open,
+// seek, read and close (at 4,096 ranks the reopening was most of the time). A
+// quarter of the process's limit leaves room for the other run of a diff and
+// everything else.
+std::size_t default_descriptors() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;
+  const auto cur = static_cast<std::size_t>(limit.rlim_cur);
+  return std::max<std::size_t>(64, cur > 256 ? (cur - 256) / 4 : 0);
+}
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -38,7 +49,9 @@ std::string errno_text() { return std::strerror(errno); }
 // while other files are read and to resume where it stopped.
 class FileCursor {
  public:
-  FileCursor(std::string path, std::uint32_t index) : path_(std::move(path)), index_(index) {}
+  // `max_read`: the most one read asks for, this file's share of the budget.
+  FileCursor(std::string path, std::uint32_t index, std::size_t max_read)
+      : path_(std::move(path)), index_(index), max_read_(max_read), read_size_(max_read) {}
 
   struct Line {
     std::string_view text;    // without the newline (and without a CR before it)
@@ -49,7 +62,7 @@ class FileCursor {
   // The next non-empty line, or nullopt at end of file.
   Result<std::optional<Line>> next_line() {
     while (true) {
-      if (!is_open()) {
+      if (!is_open() || !has_buffer()) {
         if (auto r = reopen(); !r) return r.error();
       }
       char* data = buffer_.data();
@@ -87,18 +100,27 @@ class FileCursor {
   const std::string& path() const { return path_; }
   std::uint32_t index() const { return index_; }
 
-  // Releases the descriptor and buffer; the next read reopens at the same place.
+  bool has_buffer() const { return !buffer_.empty(); }
+
+  // Releases the buffer, keeping the descriptor; the next read resumes at the
+  // first byte not yet consumed.
   void park() {
-    if (fd_ < 0) return;
+    if (buffer_.empty()) return;
     const std::uint64_t consumed = file_offset_ - (end_ - begin_) - resume_at_;
     resume_at_ += consumed;
+    file_offset_ = resume_at_;
     read_size_ = std::clamp<std::size_t>((2 * consumed + kMinReadSize - 1) / kMinReadSize * kMinReadSize,
-                                         kMinReadSize, kReadSize);
-    ::close(fd_);
-    fd_ = -1;
+                                         kMinReadSize, max_read_);
     std::vector<char>().swap(buffer_);
     begin_ = end_ = 0;
     eof_ = false;
+  }
+
+  // Parks and closes the descriptor too; the next read reopens the file.
+  void close_descriptor() {
+    park();
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
   }
 
   ~FileCursor() {
@@ -108,11 +130,11 @@ class FileCursor {
   FileCursor& operator=(const FileCursor&) = delete;
 
  private:
+  // Opens the file if its descriptor was closed, and gives it a buffer again.
   Result<void> reopen() {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) return Error{path_ + ": cannot open: " + errno_text()};
-    if (resume_at_ > 0 && ::lseek(fd_, static_cast<off_t>(resume_at_), SEEK_SET) < 0) {
-      return Error{path_ + ": cannot seek: " + errno_text()};
+    if (fd_ < 0) {
+      fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd_ < 0) return Error{path_ + ": cannot open: " + errno_text()};
     }
     file_offset_ = resume_at_;
     buffer_.assign(read_size_ + kLinePadding, '\0');
@@ -139,12 +161,12 @@ class FileCursor {
     const std::size_t room = buffer_.size() - kLinePadding - end_;
     ssize_t got;
     do {
-      got = ::read(fd_, buffer_.data() + end_, room);
+      got = ::pread(fd_, buffer_.data() + end_, room, static_cast<off_t>(file_offset_));
     } while (got < 0 && errno == EINTR);
     if (got < 0) return Error{path_ + ": read failed: " + errno_text()};
     if (got == 0) eof_ = true;
     // A file read on and on (not parked) goes back to large reads.
-    if (static_cast<std::size_t>(got) == room) read_size_ = std::min(read_size_ * 2, kReadSize);
+    if (static_cast<std::size_t>(got) == room) read_size_ = std::min(read_size_ * 2, max_read_);
     end_ += static_cast<std::size_t>(got);
     file_offset_ += static_cast<std::uint64_t>(got);
     std::memset(buffer_.data() + end_, 0, kLinePadding);
@@ -158,7 +180,8 @@ class FileCursor {
   std::size_t begin_ = 0, end_ = 0;
   std::uint64_t file_offset_ = 0;
   std::uint64_t resume_at_ = 0;
-  std::size_t read_size_ = kReadSize;
+  std::size_t max_read_;
+  std::size_t read_size_;
   std::uint64_t line_number_ = 0;
   bool eof_ = false;
   bool finished_ = false;
@@ -189,9 +212,16 @@ struct RunReader::Impl {
   LineParser parser;
   ParsedLine parsed;
   std::vector<std::unique_ptr<FileCursor>> cursors;
-  std::deque<FileCursor*> open_order;  // for parking the least recently used
+  std::deque<FileCursor*> buffered;  // cursors holding a buffer, least recently used first
+  std::size_t max_buffered = 1;      // how many may hold one within ReadLimits::buffer_bytes
+  // Whether parked files keep their descriptors: when the run has no more
+  // files than the descriptor budget. Otherwise a parked file is closed.
+  bool keep_descriptors = true;
+  std::size_t finished = 0;  // cursors at end of file
   std::size_t current = 0;
   std::unordered_map<StepKey, PendingStep, StepKeyHash> pending;
+  StepKey last_key{};                   // the step the previous line belonged to
+  PendingStep* last_pending = nullptr;  // its entry in `pending`, or null
   std::map<std::int32_t, IntervalSet> handed_out;  // complete steps already returned
   std::deque<Step> ready;
   bool drained = false;
@@ -263,7 +293,7 @@ std::string RunReader::location(const Record& record) const {
   return files_.at(record.file) + ":" + std::to_string(record.line);
 }
 
-Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path) {
+Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, const ReadLimits& limits) {
   std::vector<std::string> skipped;
   auto files = list_run_files(path, &skipped);
   if (!files) return files.error();
@@ -271,8 +301,16 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path) {
   reader->notes_ = std::move(skipped);
   reader->path_ = path;
   Impl& impl = *reader->impl_;
+  impl.keep_descriptors =
+      files->size() <= (limits.descriptors > 0 ? limits.descriptors : default_descriptors());
+  // Each file's reads are its share of the buffer budget, so a run of
+  // thousands of ranks keeps every buffer between visits and each visit reads
+  // ahead for the next ones.
+  const std::size_t share = limits.buffer_bytes / files->size() / kMinReadSize * kMinReadSize;
+  const std::size_t read_size = std::clamp(share, kMinReadSize, kReadSize);
+  impl.max_buffered = std::max<std::size_t>(1, limits.buffer_bytes / read_size);
   for (const std::string& file : *files) {
-    auto cursor = std::make_unique<FileCursor>(file, static_cast<std::uint32_t>(reader->files_.size()));
+    auto cursor = std::make_unique<FileCursor>(file, static_cast<std::uint32_t>(reader->files_.size()), read_size);
     auto line = cursor->next_line();
     if (!line) return line.error();
     if (!*line) {
@@ -293,7 +331,11 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path) {
     header->file = file;
     reader->headers_.push_back(std::move(*header));
     reader->files_.push_back(file);
-    cursor->park();
+    if (impl.keep_descriptors) {
+      cursor->park();
+    } else {
+      cursor->close_descriptor();
+    }
     impl.cursors.push_back(std::move(cursor));
   }
   if (reader->headers_.empty()) return Error{path + ": no file of this run has a header"};
@@ -332,9 +374,7 @@ Result<std::optional<Step>> RunReader::next() {
   Impl& impl = *impl_;
   while (impl.ready.empty()) {
     // Every file read: what is still pending was never completed.
-    bool all_finished = true;
-    for (auto& c : impl.cursors) all_finished = all_finished && c->finished();
-    if (all_finished) {
+    if (impl.finished == impl.cursors.size()) {
       if (impl.drained) return std::optional<Step>{};
       impl.drained = true;
       std::vector<Step> left;
@@ -347,6 +387,7 @@ Result<std::optional<Step>> RunReader::next() {
         left.push_back(std::move(s));
       }
       impl.pending.clear();
+      impl.last_pending = nullptr;
       std::sort(left.begin(), left.end(), [](const Step& a, const Step& b) {
         return std::tie(a.rank, a.step) < std::tie(b.rank, b.step);
       });
@@ -357,12 +398,17 @@ Result<std::optional<Step>> RunReader::next() {
       impl.current = (impl.current + 1) % impl.cursors.size();
     }
     FileCursor& cursor = *impl.cursors[impl.current];
-    if (!cursor.is_open()) {
-      if (impl.open_order.size() >= kMaxOpenFiles) {
-        impl.open_order.front()->park();
-        impl.open_order.pop_front();
+    if (!cursor.has_buffer()) {
+      if (impl.buffered.size() >= impl.max_buffered) {
+        FileCursor* oldest = impl.buffered.front();
+        impl.buffered.pop_front();
+        if (impl.keep_descriptors) {
+          oldest->park();
+        } else {
+          oldest->close_descriptor();
+        }
       }
-      impl.open_order.push_back(&cursor);
+      impl.buffered.push_back(&cursor);
     }
     // Read this file until it completes a step (one rank file: one step), then
     // move on to the next file.
@@ -370,8 +416,9 @@ Result<std::optional<Step>> RunReader::next() {
       auto line_result = cursor.next_line();
       if (!line_result) return line_result.error();
       if (!*line_result) {
-        cursor.park();
-        std::erase(impl.open_order, &cursor);
+        cursor.close_descriptor();
+        std::erase(impl.buffered, &cursor);
+        ++impl.finished;
         break;
       }
       const auto& line = **line_result;
@@ -394,8 +441,15 @@ Result<std::optional<Step>> RunReader::next() {
       }
       const std::int64_t step = p.kind == LineKind::end ? p.step : p.record.step;
       const StepKey key{static_cast<std::int32_t>(p.rank), step};
-      auto [it, inserted] = impl.pending.try_emplace(key);
-      PendingStep& pending = it->second;
+      // Lines of one step come together: look the step up once, not per line.
+      bool inserted = false;
+      if (impl.last_pending == nullptr || !(impl.last_key == key)) {
+        auto [it, fresh] = impl.pending.try_emplace(key);
+        inserted = fresh;
+        impl.last_key = key;
+        impl.last_pending = &it->second;  // map nodes do not move on rehash
+      }
+      PendingStep& pending = *impl.last_pending;
       if (inserted) {
         pending.step.rank = key.rank;
         pending.step.step = key.step;
@@ -423,7 +477,8 @@ Result<std::optional<Step>> RunReader::next() {
         impl.typical_step_size = pending.step.records.size();
         if (pending.step.status == StepStatus::complete) impl.handed_out[key.rank].insert(step);
         impl.ready.push_back(std::move(pending.step));
-        impl.pending.erase(it);
+        impl.pending.erase(key);
+        impl.last_pending = nullptr;
       }
     }
     impl.current = (impl.current + 1) % impl.cursors.size();

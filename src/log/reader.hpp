@@ -21,10 +21,21 @@
 
 namespace dtrace::log {
 
+// What one reader may hold at once. The defaults suit any run; tests shrink
+// them to reach the paths a run of thousands of ranks takes.
+struct ReadLimits {
+  // Read buffers, all files together. Each file's reads are its share (4 KiB
+  // to 1 MiB); files beyond what the budget holds give theirs up between visits.
+  std::size_t buffer_bytes = 32u << 20;
+  // Descriptors; 0: a quarter of the process's limit. A run with more files
+  // than this closes a file between visits and reopens it at the same place.
+  std::size_t descriptors = 0;
+};
+
 class RunReader {
  public:
   // Opens every file of the run read-only and reads and checks their headers.
-  static Result<std::unique_ptr<RunReader>> open(const std::string& path);
+  static Result<std::unique_ptr<RunReader>> open(const std::string& path, const ReadLimits& limits = {});
   ~RunReader();
 
   // The next assembled step: complete steps as they finish; once every file is
