@@ -46,20 +46,21 @@ Result<bool> choose_step(const Options& options, Report& rep) {
 
 }  // namespace
 
-Result<Report> run(const Options& options, const Progress& progress) {
+Result<Report> run(const Options& options, const Progress& progress, const StageNote& note) {
   Report rep;
   rep.run_a = options.run_a;
   rep.run_b = options.run_b;
   auto chosen = choose_step(options, rep);
   if (!chosen) return chosen.error();
   if (!*chosen) return rep;
-  Session session(options, progress, rep);
+  Session session(options, progress, note, rep);
   if (auto r = plan_sides(session); !r) return r.error();
   if (auto r = session.open_workdir(); !r) return r.error();
 
   auto layer = layer_pass(session);
   if (!layer) return layer.error();
   if (!*layer) return rep;
+  session.note("layer", "suspect layer: " + (*layer)->scope + " (inputs match, outputs differ)");
   auto kernel = kernel_pass(session, **layer);
   if (!kernel) return kernel.error();
   if (!*kernel) return rep;
@@ -68,6 +69,7 @@ Result<Report> run(const Options& options, const Progress& progress) {
   rep.scope = (*kernel)->scope;
   rep.role = "origin";
   rep.reached = "kernel named: " + rep.scope + " " + rep.op + " (output " + (*kernel)->name + ")";
+  session.note("kernel", "suspect kernel: " + rep.scope + " " + rep.op + "; confirming it alone");
   if (auto r = confirm(session, **kernel); !r) {
     // The kernel is named; a confirmation that could not run is reported, not fatal.
     rep.notes.push_back("confirmation failed: " + r.error().message);

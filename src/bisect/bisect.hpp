@@ -73,10 +73,14 @@ struct Report {
 
 // Called before (done = false) and after (done = true) each replay.
 using Progress = std::function<void(const Replay& replay, bool done)>;
+// Called when a stage settles something between replays: the restore check
+// (which reads the layer pass's first replays, so has none of its own), the
+// suspect layer, the suspect kernel.
+using StageNote = std::function<void(const std::string& stage, const std::string& message)>;
 
 // Trouble (unreadable runs, no replay command, a replay that crashed or timed
 // out, output that is not a log) is an Error; a divergence that cannot be
 // reproduced or localized is a Report with that verdict.
-Result<Report> run(const Options& options, const Progress& progress);
+Result<Report> run(const Options& options, const Progress& progress, const StageNote& note = {});
 
 }  // namespace dtrace::bisect

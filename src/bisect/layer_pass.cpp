@@ -57,8 +57,13 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       for (auto [side, out] : {std::pair{&s.a, out_a}, std::pair{&s.b, out_b}}) {
         auto ok = restore_matches_run(s, *side, out);
         if (!ok) return ok.error();
-        if (!*ok) return std::optional<Suspect>{};
+        if (!*ok) {
+          s.note("restore", rep.reached);
+          return std::optional<Suspect>{};
+        }
       }
+      s.note("restore", "the replays of A and B start step " + n(rep.step) +
+                            " from the state each run recorded there");
     }
     auto d = diff::diff_runs(out_a, out_b);
     if (!d) return Error{"reading the layer-level replays: " + d.error().message};
@@ -85,6 +90,7 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       rep.state_scope = m->scope;
       rep.reached = "restore check: the replays of A and B start step " + n(rep.step) +
                     " from different state: " + m->scope + " " + m->name;
+      s.note("restore", rep.reached);
       return std::optional<Suspect>{};
     }
     if (m->role != diff::Role::origin) {

@@ -20,8 +20,8 @@ std::string_view verdict_name(Verdict verdict) {
   return "unknown";
 }
 
-Session::Session(const Options& opts, const Progress& progress, Report& rep)
-    : options(opts), report(rep), progress_(progress) {}
+Session::Session(const Options& opts, const Progress& progress, const StageNote& note, Report& rep)
+    : options(opts), report(rep), progress_(progress), note_(note) {}
 
 Session::~Session() {
   if (remove_ && !workdir_.empty()) {

@@ -26,7 +26,7 @@ struct Side {
 
 class Session {
  public:
-  Session(const Options& options, const Progress& progress, Report& report);
+  Session(const Options& options, const Progress& progress, const StageNote& note, Report& report);
   ~Session();  // removes the working directory unless --keep named it
 
   Result<void> open_workdir();
@@ -36,6 +36,9 @@ class Session {
   // crashed, exited nonzero, timed out) is an Error with the tail of its stderr,
   // and so is exiting 0 without a readable log in DTRACE_OUT.
   Result<void> replay(const std::string& stage, const Side& side, const Variables& variables);
+  void note(const std::string& stage, const std::string& message) const {
+    if (note_) note_(stage, message);
+  }
 
   const Options& options;
   Report& report;
@@ -45,6 +48,7 @@ class Session {
   Result<void> check_replay_log(const std::string& stage, const Side& side,
                                 const Variables& variables) const;
   const Progress& progress_;
+  const StageNote& note_;
   std::string workdir_;
   bool remove_ = false;
 };

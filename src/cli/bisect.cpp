@@ -60,6 +60,8 @@ void add_bisect(CLI::App& app, int& exit_status) {
         options.step = last->step;
         if (!args->rank) options.rank = last->rank;
       }
+      spdlog::info("using the last diff (.dtrace/): A {}, B {}{}", options.run_a, options.run_b,
+                   options.step ? ", step " + std::to_string(*options.step) : std::string());
     }
     if (args->step) options.step = args->step;
     if (args->rank) options.rank = args->rank;
@@ -80,7 +82,10 @@ void add_bisect(CLI::App& app, int& exit_status) {
                      replay.outcome);
       }
     };
-    auto result = bisect::run(options, progress);
+    auto note = [](const std::string& stage, const std::string& message) {
+      spdlog::info("[{}] {}", stage, message);
+    };
+    auto result = bisect::run(options, progress, note);
     if (!result) throw Failure(result.error().message);
     if (args->json) {
       std::cout << report::bisect_to_json(*result).dump(2) << "\n";

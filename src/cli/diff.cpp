@@ -28,7 +28,10 @@ void add_diff(CLI::App& app, int& exit_status) {
   cmd->callback([options, &exit_status] {
     allow_many_files();
     auto report = diff::diff_runs(options->run_a, options->run_b);
-    if (!report) throw Failure(report.error().message);
+    if (!report) {
+      forget_last_diff();
+      throw Failure(report.error().message);
+    }
     if (options->json) {
       std::cout << report::diff_to_json(*report).dump(2) << "\n";
     } else {

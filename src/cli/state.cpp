@@ -38,6 +38,11 @@ void save_last_diff(const diff::Report& report) {
   fs::rename(tmp, kLastDiff, ec);
 }
 
+void forget_last_diff() {
+  std::error_code ec;
+  fs::remove(kLastDiff, ec);
+}
+
 std::optional<LastDiff> load_last_diff() {
   std::ifstream in(kLastDiff);
   if (!in) return std::nullopt;

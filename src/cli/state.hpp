@@ -17,6 +17,9 @@ struct LastDiff {
 
 // Best effort: a directory we cannot write to only loses the convenience.
 void save_last_diff(const diff::Report& report);
+// A diff that failed leaves no state: bisect must not fall back on the runs of
+// an older diff the user has moved on from.
+void forget_last_diff();
 std::optional<LastDiff> load_last_diff();
 
 }  // namespace dtrace::cli

@@ -98,6 +98,15 @@ std::string bisect_to_text(const bisect::Report& r) {
     o << "  evidence: output " << e.output << " (" << e.dtype << "): " << e.distinct_outputs
       << " distinct output" << (e.distinct_outputs == 1 ? "" : "s") << " in " << e.repetitions
       << " repetitions per side\n            " << e.reading << "\n";
+    if (e.distinct_outputs > 1) {
+      char numbers[200];
+      std::snprintf(numbers, sizeof numbers, "%llu of %llu elements differ, max |difference| %.3g, ",
+                    static_cast<unsigned long long>(e.elements_differing),
+                    static_cast<unsigned long long>(e.elements), e.max_abs_difference);
+      o << "  numbers:  " << numbers << "max " << (e.max_ulp ? std::to_string(*e.max_ulp) : "-")
+        << " ulp, NaN " << e.nan_a << " / " << e.nan_b << ", Inf " << e.inf_a << " / " << e.inf_b
+        << " (the two outputs compared)\n";
+    }
   }
   if (!r.replays.empty()) {
     double total = 0;
