@@ -1,6 +1,7 @@
 #include "log/parse.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <string>
 #include <random>
 
@@ -330,4 +331,48 @@ TEST_CASE("lines that do not open a JSON value are not valid JSON", "[parse]") {
   CHECK(parse("\xEF\xBB\xBF" + kScalar).problem == "not valid JSON");
   CHECK(parse("garbage").problem == "not valid JSON");
   CHECK(parse("[1,2,3]").problem == "not a JSON object");
+}
+
+TEST_CASE("a scalar line read by the fast path means what the full parser reads", "[parse]") {
+  // One parser learns seq 0's template from kScalar, then reads variants of it
+  // (the fast path where it applies); a parser per line, which has learned
+  // nothing, reads each through the full parser. They must agree field by field.
+  Parse learned;
+  REQUIRE(learned(kScalar).kind == LineKind::record);
+  const std::string head =
+      R"({"step":38,"rank":1,"seq":0,"scope":"step","op":"loss","io":"metric","name":"loss","dtype":"f32",)";
+  const std::string lines[] = {
+      head + R"("bits":"3f9e0419","value":1.2345})",
+      head + R"("bits":"80000000","value":-0})",          // -0.0 keeps its sign
+      head + R"("bits":"00000001","value":1.4e-45})",      // subnormal
+      head + R"("bits":"7f800000","value":1e400})",        // out of a double's range
+      head + R"("bits":"3f800000","value":1E+0})",
+      head + R"("bits":"3f800000","value":01})",           // not JSON: a leading zero
+      head + R"("bits":"3f800000","value":1.})",           // not JSON: no fraction digits
+      head + R"("bits":"3f800000","value":null})",         // no value
+      head + R"("bits":"3f80zz00","value":1})",            // bad bits
+      head + R"("bits":"3f800000","value":1,"value":2})",  // a later value wins
+      head + R"("hash":"3f80000000000000"})",              // same identity, a tensor's hash
+  };
+  for (const std::string& line : lines) {
+    INFO(line);
+    Parse fresh;
+    const ParsedLine want = fresh(line);
+    const ParsedLine& got = learned(line);
+    REQUIRE(got.kind == want.kind);
+    CHECK(got.problem == want.problem);
+    if (want.kind != LineKind::record) continue;
+    CHECK(got.record.step == want.record.step);
+    CHECK(got.record.rank == want.record.rank);
+    CHECK(got.record.scalar == want.record.scalar);
+    CHECK(got.record.digest == want.record.digest);
+    CHECK(got.record.has_value == want.record.has_value);
+    CHECK(std::memcmp(&got.record.value, &want.record.value, sizeof(double)) == 0);
+    CHECK(got.record.name == want.record.name);
+  }
+  // And the fast path did read the plain one.
+  const ParsedLine& plain = learned(lines[0]);
+  CHECK(plain.record.step == 38);
+  CHECK(plain.record.value == 1.2345);
+  CHECK(plain.record.digest.digits == 8);
 }

@@ -2,6 +2,7 @@
 
 #include "log/parse.hpp"
 
+#include <charconv>
 #include <cstring>
 
 namespace dtrace::log {
@@ -38,7 +39,35 @@ bool take_int(std::string_view& s, std::int64_t& out) {
   return true;
 }
 
+// A JSON number, exactly as the grammar has it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+bool json_number(std::string_view s) {
+  std::size_t i = 0;
+  auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i > from;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  if (i < s.size() && s[i] == '0') {
+    ++i;
+  } else if (!digits()) {
+    return false;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == s.size();
+}
+
 constexpr std::string_view kHashPrefix = ",\"hash\":\"";
+constexpr std::string_view kBitsPrefix = ",\"bits\":\"";
+constexpr std::string_view kValuePrefix = ",\"value\":";
 constexpr std::size_t kSuffixSize = kHashPrefix.size() + 16 + 2;  // ,"hash":"<16>"}
 
 }  // namespace
@@ -54,6 +83,8 @@ bool CanonicalLines::split(std::string_view line, Shape& out) {
     return take_int(s, out.count) && s == "}";
   }
   if (!take(s, ",\"seq\":") || !take_int(s, out.seq) || !take(s, ",")) return false;
+  // A tensor's line ends with its quoted hash, a scalar's with its number.
+  if (s.size() < 2 || s.substr(s.size() - 2) != "\"}") return split_scalar(s, out);
   if (s.size() <= kSuffixSize) return false;
   const std::string_view suffix = s.substr(s.size() - kSuffixSize);
   if (suffix.substr(0, kHashPrefix.size()) != kHashPrefix || suffix.substr(kSuffixSize - 2) != "\"}") {
@@ -61,6 +92,27 @@ bool CanonicalLines::split(std::string_view line, Shape& out) {
   }
   out.identity = s.substr(0, s.size() - kSuffixSize);
   out.hash = suffix.substr(kHashPrefix.size(), 16);
+  return true;
+}
+
+// `rest`: what follows "seq":Q, in a line that does not end like a tensor's.
+bool CanonicalLines::split_scalar(std::string_view rest, Shape& out) {
+  if (rest.empty() || rest.back() != '}') return false;
+  // A number holds no comma or quote, so the last ,"value": starts the value,
+  // and the last ,"bits":" before it the bits.
+  const std::size_t value_at = rest.rfind(kValuePrefix);
+  if (value_at == std::string_view::npos) return false;
+  const std::size_t number_at = value_at + kValuePrefix.size();
+  out.value = rest.substr(number_at, rest.size() - 1 - number_at);
+  if (!json_number(out.value)) return false;
+  const std::string_view head = rest.substr(0, value_at);
+  if (head.empty() || head.back() != '"') return false;
+  const std::size_t bits_at = head.rfind(kBitsPrefix);
+  if (bits_at == std::string_view::npos || bits_at == 0) return false;
+  const std::size_t digits_at = bits_at + kBitsPrefix.size();
+  out.hash = head.substr(digits_at, head.size() - 1 - digits_at);
+  out.identity = head.substr(0, bits_at);
+  out.scalar = true;
   return true;
 }
 
@@ -77,12 +129,21 @@ bool CanonicalLines::parse(std::string_view line, ParsedLine& out) const {
   }
   if (s.seq < 0 || static_cast<std::size_t>(s.seq) >= templates_.size()) return false;
   const Template& t = templates_[static_cast<std::size_t>(s.seq)];
-  if (!t.valid || t.identity != s.identity) return false;
+  if (!t.valid || t.record.scalar != s.scalar || t.identity != s.identity) return false;
   out.record = t.record;
   // Straight into the record: a Digest built on the stack and copied in cost
   // a stalled load per line (two 8-byte stores read back as one 16-byte load).
   // On failure the full parser starts the record afresh.
   if (!parse_digest(s.hash, out.record.digest)) return false;
+  if (s.scalar) {
+    // Both parsers round correctly, so they agree on every number both take;
+    // one from_chars refuses (out of range) goes to the full parser.
+    double value = 0.0;
+    const auto [end, error] = std::from_chars(s.value.data(), s.value.data() + s.value.size(), value);
+    if (error != std::errc() || end != s.value.data() + s.value.size()) return false;
+    out.record.value = value;
+    out.record.has_value = true;
+  }
   out.record.step = s.step;
   out.record.seq = s.seq;
   out.record.rank = static_cast<std::int32_t>(s.rank);

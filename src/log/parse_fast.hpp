@@ -1,13 +1,14 @@
 // The fast path for the record lines recorders actually write.
 //
 // A recorder writes every record in one canonical layout,
-//   {"step":S,"rank":R,"seq":Q,<identity>,"hash":"<16 hex>"}
+//   {"step":S,"rank":R,"seq":Q,<identity>,"hash":"<16 hex>"}        (tensors)
+//   {"step":S,"rank":R,"seq":Q,<identity>,"bits":"<hex>","value":V}  (scalars)
 // and the <identity> bytes (scope, op, io, name, dtype, shape) at a given seq
 // are the same in every step and on every rank. So once the full parser has
 // read a line, its identity bytes are remembered as the template for that seq;
 // a later line whose identity bytes equal the template is read by scanning
-// three integers and one digest. Anything else goes to the full parser, which
-// stays the single definition of what a line means.
+// three integers and one digest (and a scalar's number). Anything else goes to
+// the full parser, which stays the single definition of what a line means.
 #pragma once
 
 #include <string>
@@ -44,7 +45,8 @@ class CanonicalLines {
       templates_.resize(index + 1);
     }
     Template& t = templates_[index];
-    if (t.valid && t.identity == s.identity) return;
+    if (t.valid && t.identity == s.identity && t.record.scalar == s.scalar) return;
+    if (parsed.scalar != s.scalar) return;
     if (!identity_fields_only(s.identity)) return;
     t.identity.assign(s.identity);
     t.record = parsed;
@@ -59,10 +61,13 @@ class CanonicalLines {
   struct Shape {
     std::int64_t step = 0, rank = 0, seq = 0, count = 0;
     bool end_record = false;
+    bool scalar = false;        // ends in bits and value, not hash
     std::string_view identity;
-    std::string_view hash;
+    std::string_view hash;      // the hash's digits, or a scalar's bits
+    std::string_view value;     // a scalar's value, a JSON number
   };
   static bool split(std::string_view line, Shape& out);
+  static bool split_scalar(std::string_view rest, Shape& out);
 
   struct Template {
     std::string identity;
