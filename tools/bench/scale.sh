@@ -2,8 +2,9 @@
 # Scale: `dtrace diff` on a layer-level run of 4,096 ranks x 100 steps next to
 # an 8-rank run of about the same size (same steps, more layers per rank), each
 # against a copy with one divergence planted late. Prints wall time, CPU time
-# and peak RSS side by side. The reader keeps at most 64 files open per run and
-# reads them round robin, so memory must not grow with the number of ranks.
+# and peak RSS side by side, and the cores used ((user + sys) / wall). The
+# reader reads a run's files round robin within a fixed buffer budget, on a
+# thread per run, so memory must not grow with the number of ranks.
 #
 #   tools/bench/scale.sh [BUILD_DIR]     (default: build; WORK=dir to place the runs,
 #                                         KEEP=1 to keep them, LAYERS=N for the 4096-rank run)
@@ -51,12 +52,14 @@ PY
   read -r wall user sys rss < <(tail -n1 "$work/$name.time")  # after "Command exited with non-zero status"
   local records
   records=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["compared"]["records"])' "$work/$name.json")
-  printf '%-6s %6s %6s %8s %12s %8s %8s %8s %10s\n' "$name" "$ranks" "$l" "$size x2" "$records" \
-    "$wall" "$user" "$sys" "$((rss / 1024)) MiB"
+  local cores
+  cores=$(echo "scale=2; ($user + $sys) / $wall" | bc -l)
+  printf '%-6s %6s %6s %8s %12s %8s %8s %8s %6s %10s\n' "$name" "$ranks" "$l" "$size x2" "$records" \
+    "$wall" "$user" "$sys" "$cores" "$((rss / 1024)) MiB"
 }
 
 generate wide 8 "$wide_layers"
 generate ranks 4096 "$layers"
-printf '%-6s %6s %6s %8s %12s %8s %8s %8s %10s\n' run ranks layers size records wall_s user_s sys_s peak_rss
+printf '%-6s %6s %6s %8s %12s %8s %8s %8s %6s %10s\n' run ranks layers size records wall_s user_s sys_s cores peak_rss
 measure wide 8 "$wide_layers"
 measure ranks 4096 "$layers"
