@@ -9,33 +9,38 @@ namespace dtrace::log {
 
 namespace {
 
-bool take(std::string_view& s, std::string_view literal) {
-  if (s.size() < literal.size() || std::memcmp(s.data(), literal.data(), literal.size()) != 0) {
-    return false;
-  }
-  s.remove_prefix(literal.size());
+// The helpers below run a few times per line of every log read: always
+// inlined, with the literal's length known at compile time, so the compares
+// become a couple of word loads instead of calls into libc.
+template <std::size_t N>
+[[gnu::always_inline]] inline bool take(std::string_view& s, const char (&literal)[N]) {
+  constexpr std::size_t n = N - 1;
+  if (s.size() < n || std::memcmp(s.data(), literal, n) != 0) return false;
+  s.remove_prefix(n);
   return true;
 }
 
 // A JSON integer as the full parser would accept it; anything unusual (a
 // leading zero, more than 18 digits) is left to the full parser.
-bool take_int(std::string_view& s, std::int64_t& out) {
-  std::size_t i = 0;
-  const bool negative = !s.empty() && s[0] == '-';
-  if (negative) ++i;
-  const std::size_t first = i;
-  std::int64_t v = 0;
+[[gnu::always_inline]] inline bool take_int(std::string_view& s, std::int64_t& out) {
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  const bool negative = p != end && *p == '-';
+  if (negative) ++p;
+  const char* const first = p;
   // Accumulate 18 digits at most: 19 could overflow (undefined behaviour even
   // though the value would then be refused).
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
-    if (i - first == 18) return false;
-    v = v * 10 + (s[i] - '0');
-    ++i;
+  const char* const limit = end - first > 18 ? first + 18 : end;
+  std::int64_t v = 0;
+  while (p != limit && static_cast<unsigned char>(*p - '0') <= 9) {
+    v = v * 10 + (*p - '0');
+    ++p;
   }
-  const std::size_t digits = i - first;
-  if (digits == 0 || (digits > 1 && s[first] == '0')) return false;
+  if (p != end && p == limit && static_cast<unsigned char>(*p - '0') <= 9) return false;
+  const auto digits = p - first;
+  if (digits == 0 || (digits > 1 && *first == '0')) return false;
   out = negative ? -v : v;
-  s.remove_prefix(i);
+  s.remove_prefix(static_cast<std::size_t>(p - s.data()));
   return true;
 }
 
@@ -84,14 +89,14 @@ bool CanonicalLines::split(std::string_view line, Shape& out) {
   }
   if (!take(s, ",\"seq\":") || !take_int(s, out.seq) || !take(s, ",")) return false;
   // A tensor's line ends with its quoted hash, a scalar's with its number.
-  if (s.size() < 2 || s.substr(s.size() - 2) != "\"}") return split_scalar(s, out);
-  if (s.size() <= kSuffixSize) return false;
-  const std::string_view suffix = s.substr(s.size() - kSuffixSize);
-  if (suffix.substr(0, kHashPrefix.size()) != kHashPrefix || suffix.substr(kSuffixSize - 2) != "\"}") {
-    return false;
-  }
-  out.identity = s.substr(0, s.size() - kSuffixSize);
-  out.hash = suffix.substr(kHashPrefix.size(), 16);
+  const std::size_t size = s.size();
+  if (size < 2 || s[size - 1] != '}' || s[size - 2] != '"') return split_scalar(s, out);
+  if (size <= kSuffixSize) return false;
+  // Views built from pointers: substr's range checks cost a call per use.
+  const char* suffix = s.data() + size - kSuffixSize;
+  if (std::memcmp(suffix, kHashPrefix.data(), kHashPrefix.size()) != 0) return false;
+  out.identity = std::string_view(s.data(), size - kSuffixSize);
+  out.hash = std::string_view(suffix + kHashPrefix.size(), 16);
   return true;
 }
 
