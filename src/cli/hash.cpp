@@ -6,6 +6,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/numbers.hpp"
 #include "fingerprint/file.hpp"
 #include "fingerprint/fingerprint.hpp"
 
@@ -53,7 +54,7 @@ void add_hash(CLI::App& app, int& exit_status) {
   cmd->add_flag("--gpu", options->gpu,
                 "copy each file to the GPU and fingerprint it there (CUDA builds only)");
   cmd->add_option("--threads", options->threads, "CPU threads per file (default 0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(thread_count());
   cmd->callback([options, &exit_status] {
     for (const std::string& file : options->files) {
       auto digest =
