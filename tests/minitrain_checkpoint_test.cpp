@@ -89,3 +89,25 @@ TEST_CASE("minitrain refuses bad checkpoints", "[minitrain]") {
                       Catch::Contains("cannot open"));
   }
 }
+
+TEST_CASE("minitrain checkpoint writes replace a torn temporary and leave none behind",
+          "[minitrain]") {
+  namespace fs = std::filesystem;
+  test_support::TempDir dir;
+  mt::ModelShape shape;
+  shape.d_model = 16;
+  const std::string path = mt::checkpoint_path(dir / "ck", 4);
+  fs::create_directories(dir / "ck");
+  std::ofstream(path + ".tmp") << "left by a process killed in the middle of a write";
+
+  mt::write_checkpoint(dir / "ck", shape, sample_state(shape, 4));
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+  CHECK(mt::read_checkpoint(path, shape, 2).step == 4);
+
+  // A write that cannot be put into place says so and removes its temporary.
+  const std::string blocked = mt::checkpoint_path(dir / "ck", 8);
+  fs::create_directories(fs::path(blocked) / "in-the-way");
+  CHECK_THROWS_WITH(mt::write_checkpoint(dir / "ck", shape, sample_state(shape, 8)),
+                    Catch::Contains(blocked) && Catch::Contains("cannot rename into place"));
+  CHECK_FALSE(fs::exists(blocked + ".tmp"));
+}

@@ -1,6 +1,15 @@
 #include "replay/runner.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "support.hpp"
 
 using dtrace::replay::Command;
 using dtrace::replay::run;
@@ -27,6 +36,80 @@ TEST_CASE("runner kills a command that outlives its timeout, with its children")
   REQUIRE(outcome.ok());
   CHECK(outcome->timed_out);
   CHECK(outcome->seconds < 5);
+}
+
+namespace {
+
+// Whether the process whose pid is in FILE still runs (a zombie, killed and
+// waiting for its parent to reap it, does not).
+bool still_runs(const std::string& file) {
+  pid_t pid = 0;
+  std::ifstream(file) >> pid;
+  REQUIRE(pid > 0);
+  for (int i = 0; i < 100; ++i) {  // SIGKILL is delivered asynchronously
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string skip, state;
+    if (!(stat >> skip >> skip >> state) || state == "Z") return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("runner leaves no process of the workload running, in its group or escaped from it") {
+  dtrace::test::TempDir dir;
+  const std::string script = "sleep 1000 & echo $! >" + dir / "child" +
+                             "; setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >" +
+                             dir / "escaped" + "; sleep 0.2";
+  SECTION("the workload exits") {
+    auto outcome = run(Command{{"/bin/sh", "-c", script + "; exit 0"}, {}, "", 10});
+    REQUIRE(outcome.ok());
+    CHECK(outcome->ok());
+  }
+  SECTION("the workload times out") {
+    auto outcome = run(Command{{"/bin/sh", "-c", script + "; sleep 1000"}, {}, "", 1});
+    REQUIRE(outcome.ok());
+    CHECK(outcome->timed_out);
+  }
+  CHECK_FALSE(still_runs(dir / "child"));
+  CHECK_FALSE(still_runs(dir / "escaped"));
+}
+
+TEST_CASE("runner stops the workload when dtrace is asked to stop, and says so") {
+  dtrace::test::TempDir dir;
+  const std::string started = dir / "started";
+  const int signal = GENERATE(SIGINT, SIGTERM, SIGHUP);
+  // dtrace leaves a signal ignored at its start ignored (nohup): the test
+  // needs it caught, whatever started the test.
+  struct sigaction inherited {};
+  ::sigaction(signal, nullptr, &inherited);
+  if (inherited.sa_handler == SIG_IGN) ::signal(signal, SIG_DFL);
+  struct sigaction before {};
+  ::sigaction(signal, nullptr, &before);
+  std::thread sender([&] {
+    while (!std::filesystem::exists(started))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ::kill(::getpid(), signal);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto outcome = run(Command{
+      {"/bin/sh", "-c", "sleep 1000 & echo $! >" + dir / "child" + "; touch " + started + "; wait"},
+      {},
+      "",
+      60});
+  sender.join();
+  REQUIRE_FALSE(outcome.ok());
+  CHECK_THAT(outcome.error().message,
+             Catch::StartsWith("interrupted by signal " + std::to_string(signal)) &&
+                 Catch::Contains("killed"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  CHECK_FALSE(still_runs(dir / "child"));
+  // Outside a replay the signal's own action is back.
+  struct sigaction after {};
+  ::sigaction(signal, nullptr, &after);
+  CHECK(after.sa_handler == before.sa_handler);
+  ::sigaction(signal, &inherited, nullptr);
 }
 
 TEST_CASE("runner names the signal that ended a crash") {

@@ -23,6 +23,12 @@ struct Output {
 
 Result<std::vector<std::byte>> read_capture(const std::string& dir, std::int32_t rank, const Output& o) {
   const std::string path = dir + "/" + log::capture_file_name(rank, o.rep, o.record->seq);
+  // The workload wrote it: only a regular file is read (a FIFO would block
+  // forever, nothing writes to it any more; a device would never end).
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Error{path + ": the captured output is not a regular file"};
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot read the captured output"};
   std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -13,10 +13,17 @@ std::string joined(const std::vector<std::string>& argv) {
   return s;
 }
 
-Result<Side> plan_side(const Options& options, char name, const std::string& run, nlohmann::json& config) {
+Result<Side> plan_side(const Options& options, char name, const std::string& run, std::int32_t rank,
+                       nlohmann::json& config) {
   auto reader = log::RunReader::open(run);
   if (!reader) return reader.error();
   const log::Header& header = (*reader)->header();
+  // Checked before anything runs: a replay of a rank the job never had would
+  // cost a whole replay only to find nothing.
+  if (rank >= header.world_size) {
+    return Error{"rank " + std::to_string(rank) + " is outside run " + std::string(1, name) + " (" +
+                 run + "): its world_size is " + std::to_string(header.world_size)};
+  }
   Side side;
   side.name = name;
   side.run = run;
@@ -59,9 +66,10 @@ Result<Side> plan_side(const Options& options, char name, const std::string& run
 
 Result<void> plan_sides(Session& session) {
   nlohmann::json config_a, config_b;
-  auto a = plan_side(session.options, 'A', session.options.run_a, config_a);
+  const std::int32_t rank = session.report.rank;
+  auto a = plan_side(session.options, 'A', session.options.run_a, rank, config_a);
   if (!a) return a.error();
-  auto b = plan_side(session.options, 'B', session.options.run_b, config_b);
+  auto b = plan_side(session.options, 'B', session.options.run_b, rank, config_b);
   if (!b) return b.error();
   session.a = std::move(*a);
   session.b = std::move(*b);

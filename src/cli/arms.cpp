@@ -2,13 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/numbers.hpp"
+
 namespace dtrace::cli {
 
 void add_arm_options(CLI::App& cmd, std::string& keep, double& timeout_s, bool& json,
                      std::vector<std::string>& command) {
   cmd.add_option("--keep", keep, "keep the arms' runs in this new directory");
   cmd.add_option("--timeout", timeout_s, "seconds each arm may run (default: no limit)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_seconds());
   cmd.add_flag("--json", json, "print one JSON document on stdout");
   cmd.add_option("CMD", command, "the workload and its arguments (after --)")->required();
 }

@@ -1,11 +1,13 @@
 // `dtrace bisect [--step N] [RUN_A RUN_B] ...` (DESIGN.md §5).
+#include "bisect/bisect.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <iostream>
 
-#include "bisect/bisect.hpp"
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/numbers.hpp"
 #include "cli/state.hpp"
 #include "replay/runner.hpp"
 #include "report/bisect_report.hpp"
@@ -34,13 +36,15 @@ void add_bisect(CLI::App& app, int& exit_status) {
       "with --replay. Exit status: 0 a kernel (or the restore) named, 1 not reproduced or\n"
       "not localized, 2 trouble.");
   cmd->add_option("RUNS", args->runs, "RUN_A RUN_B (default: those of the last diff)")->expected(0, 2);
-  cmd->add_option("--step", args->step, "the step to replay (default: the first divergent step)");
-  cmd->add_option("--rank", args->rank, "the rank to follow (default: the rank diff named)");
+  cmd->add_option("--step", args->step, "the step to replay (default: the first divergent step)")
+      ->check(step_number());
+  cmd->add_option("--rank", args->rank, "the rank to follow (default: the rank diff named)")
+      ->check(rank_number());
   cmd->add_option("--repeat", args->repeat, "attempts for an intermittent divergence, and repetitions "
                                             "of the isolated layer and kernel (default 3)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--timeout", args->timeout, "seconds each replay may run (default 600)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_seconds());
   cmd->add_flag("--trust", args->trust, "run the replay command recorded in the runs' logs");
   cmd->add_option("--replay", args->replay, "the command to replay both runs with, instead of the logs'");
   cmd->add_option("--keep", args->keep, "keep replay outputs and captures in this new directory");

@@ -2,10 +2,15 @@
 // each file's bytes, printed like sha256sum, so anyone can check a recorder's
 // digests. --gpu computes them on the GPU (CUDA builds): the same digests, which
 // is the point: it shows a device computing what the CPU computes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <iostream>
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/numbers.hpp"
 #include "fingerprint/file.hpp"
 #include "fingerprint/fingerprint.hpp"
 
@@ -16,6 +21,26 @@
 namespace dtrace::cli {
 
 namespace {
+
+// A regular file is hashed through a memory mapping (fast, and all cores can
+// read it); if the file shrinks while it is read (a job still writing or
+// rotating it), touching a page past its new end raises SIGBUS. The one
+// message and exit status 2 are written from the handler, with only
+// async-signal-safe calls, in place of a crash.
+char g_bus_message[4096];
+std::size_t g_bus_message_size = 0;
+
+void on_bus_error(int) {
+  (void)!::write(STDERR_FILENO, g_bus_message, g_bus_message_size);
+  ::_exit(kExitTrouble);
+}
+
+void prepare_bus_message(const std::string& file) {
+  const std::string message =
+      "dtrace: error: " + file.substr(0, 3000) + ": the file shrank while it was being hashed\n";
+  std::memcpy(g_bus_message, message.data(), message.size());
+  g_bus_message_size = message.size();
+}
 
 Result<std::uint64_t> fingerprint_file_on_gpu(const std::string& file) {
 #if DTRACE_HAVE_CUDA
@@ -53,13 +78,19 @@ void add_hash(CLI::App& app, int& exit_status) {
   cmd->add_flag("--gpu", options->gpu,
                 "copy each file to the GPU and fingerprint it there (CUDA builds only)");
   cmd->add_option("--threads", options->threads, "CPU threads per file (default 0: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(thread_count());
   cmd->callback([options, &exit_status] {
+    struct sigaction action {};
+    action.sa_handler = on_bus_error;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, nullptr);
     for (const std::string& file : options->files) {
+      prepare_bus_message(file);
       auto digest =
           options->gpu ? fingerprint_file_on_gpu(file) : fingerprint_file(file, options->threads);
       if (!digest) throw Failure(digest.error().message);
-      std::cout << to_hex16(*digest) << "  " << file << "\n";
+      // Flushed: the bus-error exit must not lose the lines printed before it.
+      std::cout << to_hex16(*digest) << "  " << file << std::endl;
     }
     exit_status = kExitSame;
   });

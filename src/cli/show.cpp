@@ -3,6 +3,7 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/numbers.hpp"
 #include "log/summary.hpp"
 #include "report/show_report.hpp"
 
@@ -25,9 +26,10 @@ void add_show(CLI::App& app, int& exit_status) {
       "A run is a directory of *.jsonl files or one .jsonl file.\n"
       "Exit status: 0 shown, 2 trouble (unreadable or malformed run, with file:line).");
   cmd->add_option("RUN", options->run, "the run")->required();
-  cmd->add_option("--step", options->step, "also print the records of step N");
+  cmd->add_option("--step", options->step, "also print the records of step N")
+      ->check(step_number());
   cmd->add_option("--rank", options->rank, "also print the records of rank R")
-      ->check(CLI::NonNegativeNumber);
+      ->check(rank_number());
   cmd->add_flag("--json", options->json, "print one JSON document on stdout");
   cmd->callback([options, &exit_status] {
     allow_many_files();

@@ -1,6 +1,9 @@
 #include "cli/state.hpp"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 const fs::path kStateDir = ".dtrace";
 const fs::path kLastDiff = kStateDir / "last-diff.json";
+// Far more than the few paths it holds: anything larger is not ours.
+constexpr off_t kMaxStateBytes = 1 << 20;
 }  // namespace
 
 void save_last_diff(const diff::Report& report) {
@@ -25,17 +30,22 @@ void save_last_diff(const diff::Report& report) {
     j["rank"] = report.first->rank;
   }
   fs::create_directories(kStateDir, ec);
-  // Written beside and renamed, so a reader never sees half a file.
+  // Written beside and renamed, so a reader never sees half a file. The
+  // temporary is made afresh and never followed: a link or FIFO left under
+  // its name (a shared directory) must not make dtrace write through it into
+  // someone's file, or block.
   const fs::path tmp = kStateDir / "last-diff.json.tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) {
-      spdlog::debug("cannot write {}: bisect will need the runs named", tmp.string());
-      return;
-    }
-    out << j.dump(2) << "\n";
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    spdlog::debug("cannot write {}: bisect will need the runs named", tmp.string());
+    return;
   }
-  fs::rename(tmp, kLastDiff, ec);
+  const std::string text = j.dump(2) + "\n";
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (written) fs::rename(tmp, kLastDiff, ec);
+  if (!written || ec) ::unlink(tmp.c_str());
 }
 
 void forget_last_diff() {
@@ -44,6 +54,11 @@ void forget_last_diff() {
 }
 
 std::optional<LastDiff> load_last_diff() {
+  // Only a small regular file: a FIFO would block the open, a device never end.
+  struct stat st {};
+  if (::stat(kLastDiff.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxStateBytes) {
+    return std::nullopt;
+  }
   std::ifstream in(kLastDiff);
   if (!in) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);

@@ -6,6 +6,7 @@
 #include "cli/arms.hpp"
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/numbers.hpp"
 #include "replay/runner.hpp"
 #include "report/verify_report.hpp"
 
@@ -31,6 +32,7 @@ void add_verify(CLI::App& app, int& exit_status) {
                    ->check(CLI::Range(2, 100));
   cmd->add_option("--resume-at", args->resume_at,
                   "check checkpoint resume: stop one arm before step K, resume it at K")
+      ->check(step_number())
       ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
       ->excludes(arms);
   cmd->add_option("--control", args->control,

@@ -1,6 +1,9 @@
 // Runs a workload for a replay (DESIGN.md §5): argv executed directly (no
 // shell), extra variables added to the environment, a timeout after which the
 // whole process group is killed, and the tail of stderr kept for the report.
+// When it ends, every process it started is killed: its process group, and any
+// process that left the group but still carries the replay's DTRACE_REPLAY_TAG
+// variable (a process that clears its own environment escapes this).
 #pragma once
 
 #include <string>
@@ -28,7 +31,9 @@ struct Outcome {
   std::string describe() const;  // "exit 3", "killed by signal 11", "timed out after 5 s"
 };
 
-// An Error only when the command could not be started at all.
+// An Error only when the command could not be started at all, or when dtrace
+// was asked to stop (SIGINT, SIGTERM, SIGHUP) while it ran: the workload is
+// killed and the caller unwinds, removing its temporary files.
 Result<Outcome> run(const Command& command);
 
 // Splits a command line the way a POSIX shell splits words (spaces, single and

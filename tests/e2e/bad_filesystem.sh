@@ -58,3 +58,31 @@ trouble_is "no runs given and no earlier \`dtrace diff\`"
 printf '\0\0garbage' >.dtrace/last-diff.json
 run_dtrace 2 bisect
 trouble_is "no runs given and no earlier \`dtrace diff\`"
+
+# The state file as a FIFO: bisect does not block opening it (nor reading a device).
+rm -f .dtrace/last-diff.json
+mkfifo .dtrace/last-diff.json
+got=0
+timeout 20 "$DTRACE" bisect >"$OUT" 2>"$ERR" || got=$?
+[ "$got" = 2 ] || fail "bisect with a FIFO for its state: exit $got, expected 2"
+trouble_is "no runs given and no earlier \`dtrace diff\`"
+rm .dtrace/last-diff.json
+ln -s /dev/zero .dtrace/last-diff.json
+run_dtrace 2 bisect
+trouble_is "no runs given and no earlier \`dtrace diff\`"
+rm .dtrace/last-diff.json
+
+# A link left where diff writes its state's temporary (a shared directory):
+# diff does not write through it into the file it names, and still saves its state.
+echo precious >precious.txt
+ln -s "$WORK/precious.txt" .dtrace/last-diff.json.tmp
+run_dtrace 0 diff "$CLEAN" run
+[ "$(cat precious.txt)" = precious ] || fail "diff wrote through .dtrace/last-diff.json.tmp into precious.txt"
+[ ! -e .dtrace/last-diff.json.tmp ] || fail ".dtrace/last-diff.json.tmp left behind"
+grep -q '"run_b"' .dtrace/last-diff.json || fail "diff did not save its state"
+# And a FIFO there does not block it.
+mkfifo .dtrace/last-diff.json.tmp
+got=0
+timeout 20 "$DTRACE" diff "$CLEAN" run >"$OUT" 2>"$ERR" || got=$?
+[ "$got" = 0 ] || fail "diff with a FIFO for its state's temporary: exit $got, expected 0"
+echo ok

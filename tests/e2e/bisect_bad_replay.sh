@@ -2,7 +2,9 @@
 # `dtrace bisect --replay` with a workload that hangs, crashes, writes garbage
 # or writes nothing: exit 2 with a message naming what went wrong, no temporary
 # files left in TMPDIR, and no process of the workload left running (the
-# runner kills the replay's process group).
+# runner kills the replay's process group, and the processes that left it by
+# DTRACE_REPLAY_TAG). The same when dtrace itself is stopped by a signal
+# while a replay runs.
 . "$(dirname "$0")/minitrain-lib.sh"
 
 mt --steps 2 --nondet splitk --out a
@@ -16,6 +18,9 @@ cat >fake/hang.sh <<'SH'
 #!/bin/sh
 sleep 1000 &
 echo $! >"$MARKS/hang.child"
+# A daemon in a session of its own, outside the replay's process group.
+setsid sleep 1000 </dev/null >/dev/null 2>&1 &
+echo $! >"$MARKS/hang.daemon"
 echo $$ >"$MARKS/hang.pid"
 wait
 SH
@@ -40,6 +45,11 @@ SH
 cat >fake/nothing.sh <<'SH'
 #!/bin/sh
 echo $$ >"$MARKS/nothing.pid"
+# Left behind by a workload that exits: one in its group, one escaped.
+sleep 1000 </dev/null >/dev/null 2>&1 &
+echo $! >"$MARKS/nothing.child"
+setsid sleep 1000 </dev/null >/dev/null 2>&1 &
+echo $! >"$MARKS/nothing.daemon"
 exit 0
 SH
 chmod +x fake/*.sh
@@ -47,12 +57,24 @@ export MARKS
 
 # bisect_fails NAME EXPECTED: bisect with fake/NAME.sh exits 2, its one-line
 # error contains EXPECTED, and it leaves no temp file or process behind.
+# SIGNAL: dtrace is sent SIGNAL once the workload has started.
 bisect_fails() {
-  local name=$1 want=$2 tmp=$WORK/tmp-$1
+  local name=$1 want=$2 signal=${3:-} tmp=$WORK/tmp-$1${3:-}
   mkdir -p "$tmp"
+  rm -f "$MARKS/$name".*
   local got=0 start=$SECONDS
-  TMPDIR=$tmp "$DTRACE" bisect --replay "$WORK/fake/$name.sh" --timeout 3 a b \
-    >"$WORK/out.txt" 2>"$WORK/err.txt" || got=$?
+  # exec: a background job of a script starts with SIGINT ignored; dtrace
+  # leaves an ignored signal ignored, as a user's Ctrl-C would not be.
+  TMPDIR=$tmp python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$DTRACE" bisect --replay "$WORK/fake/$name.sh" --timeout 3 a b \
+    >"$WORK/out.txt" 2>"$WORK/err.txt" &
+  local dtrace_pid=$!
+  if [ -n "$signal" ]; then
+    while [ ! -e "$MARKS/$name.pid" ]; do sleep 0.05; done
+    kill -"$signal" "$dtrace_pid"
+  fi
+  wait "$dtrace_pid" || got=$?
   [ "$got" = 2 ] || { cat "$WORK/err.txt" >&2; fail "$name: exit $got, expected 2"; }
   grep -q "^dtrace: error: .*$want" "$WORK/err.txt" ||
     { cat "$WORK/err.txt" >&2; fail "$name: the error does not say '$want'"; }
@@ -72,6 +94,8 @@ bisect_fails() {
 }
 
 bisect_fails hang "timed out after 3 s"
+bisect_fails hang "interrupted by signal 2 (Interrupt)" INT
+bisect_fails hang "interrupted by signal 15 (Terminated)" TERM
 bisect_fails crash "killed by signal 11"
 grep -q "about to crash" "$WORK/err.txt" || fail "crash: its stderr is not shown"
 bisect_fails garbage "not valid JSON"

@@ -1,7 +1,10 @@
 #include "checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -66,6 +69,42 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
+// Writes BYTES to PATH so that a crash at any moment leaves either no file of
+// that name or the whole file: into PATH.tmp, flushed to the disk (fsync)
+// before the rename, and the directory flushed after it so the new name itself
+// survives a power cut. A failed write removes its temporary file.
+void write_whole_file(const std::string& path, const std::vector<char>& bytes) {
+  const std::string tmp = path + ".tmp";
+  int fd = -1;
+  auto fail = [&](const std::string& what) {
+    const std::string why = std::strerror(errno != 0 ? errno : EIO);
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error("checkpoint " + path + ": " + what + ": " + why);
+  };
+  fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create " + tmp);
+  for (std::size_t done = 0; done < bytes.size();) {
+    errno = 0;
+    const ssize_t got = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) fail("cannot write " + tmp);
+    done += static_cast<std::size_t>(got);
+  }
+  if (::fsync(fd) != 0) fail("cannot flush " + tmp);
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) fail("cannot close " + tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename into place");
+  const std::string parent = fs::path(path).parent_path().string();
+  const int dir_fd =
+      ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);  // best effort: the file itself is whole either way
+    ::close(dir_fd);
+  }
+}
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, std::int64_t step) {
@@ -92,15 +131,7 @@ void write_checkpoint(const std::string& dir, const ModelShape& shape, const Tra
   fs::create_directories(dir, ec);
   if (ec) throw Error("checkpoint directory " + dir + ": " + ec.message());
   const std::string path = checkpoint_path(dir, state.step);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(w.bytes().data(), static_cast<std::streamsize>(w.bytes().size()));
-    out.flush();
-    if (!out) throw Error("checkpoint " + tmp + ": cannot write");
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error("checkpoint " + path + ": cannot rename into place: " + ec.message());
+  write_whole_file(path, w.bytes());
 }
 
 TrainState read_checkpoint(const std::string& path, const ModelShape& shape, int world_size) {

@@ -1,0 +1,19 @@
+#!/bin/bash
+# A file that shrinks while `dtrace hash` reads it (a job still writing or
+# rotating it): trouble in one line naming the file, exit 2, and the digests
+# of the files before it still printed; it used to die of SIGBUS.
+. "$(dirname "$0")/lib.sh"
+printf 'abc' >small
+truncate -s 64G big   # sparse: no disk, and far more than a second of hashing
+"$DTRACE" hash small big >"$OUT" 2>"$ERR" &
+pid=$!
+sleep 0.5
+truncate -s 0 big
+got=0
+wait "$pid" || got=$?
+[ "$got" = 2 ] || fail "hash of a shrinking file: exit $got, expected 2"
+trouble_line=$(cat "$ERR")
+[ "$trouble_line" = "dtrace: error: big: the file shrank while it was being hashed" ] ||
+  fail "unexpected stderr"
+[ "$(cat "$OUT")" = "$("$DTRACE" hash small)" ] || fail "the digest of the file before it was lost"
+echo ok
