@@ -1,6 +1,7 @@
 #include "diff/align.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 namespace dtrace::diff {
@@ -10,8 +11,15 @@ using log::Step;
 
 namespace {
 
+// Equal text; diff's two readers share one intern table, so equal text is
+// almost always the same pointer and the bytes need no comparing.
+inline bool same_text(std::string_view x, std::string_view y) {
+  return x.size() == y.size() && (x.data() == y.data() || std::memcmp(x.data(), y.data(), x.size()) == 0);
+}
+
 bool same_identity(const Record& x, const Record& y) {
-  return x.name == y.name && x.op == y.op && x.scope == y.scope && x.io_text == y.io_text;
+  return same_text(x.name, y.name) && same_text(x.op, y.op) && same_text(x.scope, y.scope) &&
+         same_text(x.io_text, y.io_text);
 }
 
 std::string shape_text(const Record& r) {
@@ -33,12 +41,13 @@ std::optional<MismatchAt> compare_pair(const Record& a, const Record& b) {
     m.detail = a.scalar ? "a scalar in A, a tensor in B" : "a tensor in A, a scalar in B";
     return m;
   }
-  if (a.dtype != b.dtype) {
+  if (!same_text(a.dtype, b.dtype)) {
     m.detail = "dtype " + std::string(a.dtype) + " in A, " + std::string(b.dtype) + " in B";
     return m;
   }
-  if (a.has_shape != b.has_shape || !std::equal(a.shape.begin(), a.shape.end(), b.shape.begin(),
-                                                b.shape.end())) {
+  if (a.has_shape != b.has_shape ||
+      (a.shape.data() != b.shape.data() &&
+       !std::equal(a.shape.begin(), a.shape.end(), b.shape.begin(), b.shape.end()))) {
     m.detail = "shape " + shape_text(a) + " in A, " + shape_text(b) + " in B";
     return m;
   }

@@ -7,6 +7,7 @@
 #include "diff/align.hpp"
 #include "diff/classify.hpp"
 #include "diff/header.hpp"
+#include "log/intern.hpp"
 #include "log/prefetch.hpp"
 #include "log/reader.hpp"
 #include "util/intervals.hpp"
@@ -238,9 +239,12 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
   Comparison cmp;
   cmp.a.name = 'A';
   cmp.b.name = 'B';
-  auto ra = log::RunReader::open(run_a);
+  // One intern table for both runs: the same scope, op or name is then the
+  // same pointer on both sides, which is most of comparing two records.
+  auto intern = std::make_shared<log::Intern>();
+  auto ra = log::RunReader::open(run_a, {}, intern);
   if (!ra) return ra.error();
-  auto rb = log::RunReader::open(run_b);
+  auto rb = log::RunReader::open(run_b, {}, intern);
   if (!rb) return rb.error();
   cmp.a.reader = std::move(*ra);
   cmp.b.reader = std::move(*rb);

@@ -208,7 +208,7 @@ struct PendingStep {
 }  // namespace
 
 struct RunReader::Impl {
-  Intern intern;
+  std::shared_ptr<Intern> intern;
   LineParser parser;
   ParsedLine parsed;
   std::vector<std::unique_ptr<FileCursor>> cursors;
@@ -293,7 +293,8 @@ std::string RunReader::location(const Record& record) const {
   return files_.at(record.file) + ":" + std::to_string(record.line);
 }
 
-Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, const ReadLimits& limits) {
+Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, const ReadLimits& limits,
+                                                   std::shared_ptr<Intern> intern) {
   std::vector<std::string> skipped;
   auto files = list_run_files(path, &skipped);
   if (!files) return files.error();
@@ -301,6 +302,7 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, cons
   reader->notes_ = std::move(skipped);
   reader->path_ = path;
   Impl& impl = *reader->impl_;
+  impl.intern = intern != nullptr ? std::move(intern) : std::make_shared<Intern>();
   impl.keep_descriptors =
       files->size() <= (limits.descriptors > 0 ? limits.descriptors : default_descriptors());
   // Each file's reads are its share of the buffer budget, so a run of
@@ -423,7 +425,7 @@ Result<std::optional<Step>> RunReader::next() {
       }
       const auto& line = **line_result;
       auto where = [&] { return cursor.path() + ":" + std::to_string(line.number); };
-      impl.parser.parse(line.text, impl.intern, impl.parsed);
+      impl.parser.parse(line.text, *impl.intern, impl.parsed);
       ParsedLine& p = impl.parsed;
       if (p.kind == LineKind::malformed) {
         if (!line.terminated) {

@@ -21,6 +21,8 @@
 
 namespace dtrace::log {
 
+class Intern;
+
 // What one reader may hold at once. The defaults suit any run; tests shrink
 // them to reach the paths a run of thousands of ranks takes.
 struct ReadLimits {
@@ -35,7 +37,10 @@ struct ReadLimits {
 class RunReader {
  public:
   // Opens every file of the run read-only and reads and checks their headers.
-  static Result<std::unique_ptr<RunReader>> open(const std::string& path, const ReadLimits& limits = {});
+  // `intern`: a table to share with other readers (diff's two runs), so equal
+  // strings in their records are equal pointers; null for one of its own.
+  static Result<std::unique_ptr<RunReader>> open(const std::string& path, const ReadLimits& limits = {},
+                                                 std::shared_ptr<Intern> intern = nullptr);
   ~RunReader();
 
   // The next assembled step: complete steps as they finish; once every file is
