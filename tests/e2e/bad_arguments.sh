@@ -41,6 +41,10 @@ chmod +x replay.sh
 run_dtrace 2 bisect --step 0 --rank 2 --replay "$WORK/replay.sh" "$CLEAN" "$CLEAN"
 trouble_is "rank 2 is outside run A ($CLEAN): its world_size is 2"
 [ ! -e replay.sh.ran ] || fail "bisect ran the workload for a rank the runs do not have"
+# So is a step neither run recorded: there is nothing to check a replay against.
+run_dtrace 2 bisect --step 50 --replay "$WORK/replay.sh" "$CLEAN" "$CLEAN"
+trouble_is "step 50 of rank 0 is complete in neither run (A: $CLEAN, B: $CLEAN); bisect replays a step the runs recorded (\`dtrace show RUN\` lists them)"
+[ ! -e replay.sh.ran ] || fail "bisect ran the workload for a step the runs do not have"
 
 # A directory where a file is expected, and one run given as both A and B.
 mkdir dir
