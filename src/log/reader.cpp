@@ -217,6 +217,14 @@ struct RunReader::Impl {
   // Whether parked files keep their descriptors: when the run has no more
   // files than the descriptor budget. Otherwise a parked file is closed.
   bool keep_descriptors = true;
+  // Gives up a file's buffer between visits, and its descriptor unless kept.
+  void set_aside(FileCursor& cursor) const {
+    if (keep_descriptors) {
+      cursor.park();
+    } else {
+      cursor.close_descriptor();
+    }
+  }
   std::size_t finished = 0;  // cursors at end of file
   std::size_t current = 0;
   std::unordered_map<StepKey, PendingStep, StepKeyHash> pending;
@@ -333,11 +341,7 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, cons
     header->file = file;
     reader->headers_.push_back(std::move(*header));
     reader->files_.push_back(file);
-    if (impl.keep_descriptors) {
-      cursor->park();
-    } else {
-      cursor->close_descriptor();
-    }
+    impl.set_aside(*cursor);
     impl.cursors.push_back(std::move(cursor));
   }
   if (reader->headers_.empty()) return Error{path + ": no file of this run has a header"};
@@ -402,13 +406,8 @@ Result<std::optional<Step>> RunReader::next() {
     FileCursor& cursor = *impl.cursors[impl.current];
     if (!cursor.has_buffer()) {
       if (impl.buffered.size() >= impl.max_buffered) {
-        FileCursor* oldest = impl.buffered.front();
+        impl.set_aside(*impl.buffered.front());
         impl.buffered.pop_front();
-        if (impl.keep_descriptors) {
-          oldest->park();
-        } else {
-          oldest->close_descriptor();
-        }
       }
       impl.buffered.push_back(&cursor);
     }
