@@ -55,22 +55,6 @@ Result<Report> run(const Options& options, const Progress& progress, const Stage
   if (!*chosen) return rep;
   Session session(options, progress, note, rep);
   if (auto r = plan_sides(session); !r) return r.error();
-  if (options.step) {
-    // A step neither run recorded has nothing to check a replay against: its
-    // restore check would pass on no evidence and any verdict would mislead.
-    // One run without it is normal (a resumed run starts later).
-    bool recorded = false;
-    for (const std::string* run : {&options.run_a, &options.run_b}) {
-      auto loaded = load_step(*run, rep.rank, rep.step);
-      if (!loaded) return loaded.error();
-      recorded = recorded || loaded->has_value();
-    }
-    if (!recorded) {
-      return Error{"step " + n(rep.step) + " of rank " + n(rep.rank) + " is complete in neither run (A: " +
-                   options.run_a + ", B: " + options.run_b +
-                   "); bisect replays a step the runs recorded (`dtrace show RUN` lists them)"};
-    }
-  }
   if (auto r = session.open_workdir(); !r) return r.error();
 
   auto layer = layer_pass(session);

@@ -23,10 +23,8 @@ Result<bool> restore_matches_run(Session& s, const Side& side, const std::string
     return Error{"replay of run " + std::string(1, side.name) + " wrote no complete step " + n(rep.step) +
                  " for rank " + n(rep.rank) + " to " + replay_out};
   }
-  auto recorded = load_step(side.run, rep.rank, rep.step);
-  if (!recorded) return recorded.error();
-  if (!*recorded) return true;  // the run has no such step (a resumed run starts later)
-  if (auto diff = first_state_difference((*replayed)->step, (*recorded)->step)) {
+  if (!side.recorded) return true;  // the run has no such step (a resumed run starts later)
+  if (auto diff = first_state_difference((*replayed)->step, side.recorded->step)) {
     rep.verdict = Verdict::restore;
     rep.state = diff->first;
     rep.state_scope = diff->second;

@@ -73,6 +73,22 @@ Result<void> plan_sides(Session& session) {
   if (!b) return b.error();
   session.a = std::move(*a);
   session.b = std::move(*b);
+  // Read once here, before anything runs: the restore check compares the
+  // replays against these. A step neither run recorded has nothing to check a
+  // replay against: its restore check would pass on no evidence and any
+  // verdict would mislead. One run without it is normal (a resumed run starts
+  // later).
+  const std::int64_t step = session.report.step;
+  for (Side* side : {&session.a, &session.b}) {
+    auto loaded = load_step(side->run, rank, step);
+    if (!loaded) return loaded.error();
+    side->recorded = std::move(*loaded);
+  }
+  if (!session.a.recorded && !session.b.recorded) {
+    return Error{"step " + std::to_string(step) + " of rank " + std::to_string(rank) +
+                 " is complete in neither run (A: " + session.a.run + ", B: " + session.b.run +
+                 "); bisect replays a step the runs recorded (`dtrace show RUN` lists them)"};
+  }
   session.report.shared_configuration = config_a == config_b && session.a.env == session.b.env;
   if (session.report.shared_configuration) {
     session.report.notes.push_back(

@@ -15,6 +15,12 @@ namespace dtrace::bisect {
 
 using Variables = std::vector<std::pair<std::string, std::string>>;
 
+// A rank's step read from a log, with the reader its strings live in.
+struct LoadedStep {
+  std::unique_ptr<log::RunReader> reader;
+  log::Step step;
+};
+
 // One run's configuration, as its header declares it (DESIGN.md §5).
 struct Side {
   char name = 'A';
@@ -22,6 +28,9 @@ struct Side {
   std::vector<std::string> argv;
   std::string cwd;
   Variables env;  // the header's env: a configuration includes its environment
+  // The bisected step as this run recorded it (the restore check's reference);
+  // nullopt when the run has no complete such step (a resumed run starts later).
+  std::optional<LoadedStep> recorded;
 };
 
 class Session {
@@ -53,11 +62,6 @@ class Session {
   bool remove_ = false;
 };
 
-// A rank's step read from a log, with the reader its strings live in.
-struct LoadedStep {
-  std::unique_ptr<log::RunReader> reader;
-  log::Step step;
-};
 // nullopt when the log has no complete step `step` for `rank`.
 Result<std::optional<LoadedStep>> load_step(const std::string& path, std::int32_t rank,
                                             std::int64_t step);
@@ -68,8 +72,9 @@ struct LoadedSteps {
 };
 Result<LoadedSteps> load_steps(const std::string& path, std::int32_t rank);
 
-// Resolves both sides' commands from the runs' headers (or --replay), and
-// refuses a command taken from a log without --trust.
+// Resolves both sides' commands from the runs' headers (or --replay), refuses
+// a command taken from a log without --trust, and reads the bisected step as
+// each run recorded it, refusing a step neither run recorded.
 Result<void> plan_sides(Session& session);
 
 // The stages, in order. Each returns true when it settled the verdict.
