@@ -127,9 +127,9 @@ Result<Outcome> run(const Command& command) {
   if (command.argv.empty()) return Error{"replay command is empty"};
   // Everything the child needs is built before fork: after it only
   // async-signal-safe calls are allowed.
-  const std::string tag = std::string(kTagVariable) + "=" + new_tag();
   auto env = command.env;
-  env.emplace_back(kTagVariable, tag.substr(sizeof kTagVariable));
+  env.emplace_back(kTagVariable, new_tag());
+  const std::string tag = std::string(kTagVariable) + "=" + env.back().second;  // as in /proc/PID/environ
   std::vector<std::string> env_strings = merged_environment(env);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
