@@ -1,17 +1,20 @@
 // Device fingerprints against the CPU's, through the public C API: random
 // buffers of many sizes at every alignment, a mixed batch, a user stream.
-// Built only with CUDA; where no GPU is visible the whole program says so and
-// exits 77, which meson reports as a skipped test.
+// Built only with CUDA; where there is no CUDA device the whole program says
+// so and exits 77, which meson reports as a skipped test; a device the system
+// shows that CUDA cannot use fails it (gpu_probe.hpp).
 #define CATCH_CONFIG_RUNNER
 #include <cuda_runtime_api.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "dtrace/dtrace.h"
 #include "fingerprint/fingerprint.hpp"
+#include "gpu_probe.hpp"
 
 namespace {
 
@@ -129,10 +132,18 @@ TEST_CASE("a batch of one and a batch of many agree with single calls") {
 int main(int argc, char** argv) {
   int devices = 0;
   const cudaError_t error = cudaGetDeviceCount(&devices);
-  if (error != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device (%s); the GPU fingerprint tests did not run\n",
-                error != cudaSuccess ? cudaGetErrorString(error) : "device count 0");
+  const std::string error_text =
+      std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
+  const auto verdict = dtrace::test::classify_gpu_probe(
+      error == cudaSuccess, error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver,
+      devices, dtrace::test::gpu_device_present(), error_text);
+  if (verdict.probe == dtrace::test::GpuProbe::skip) {
+    std::printf("%s\n", verdict.message.c_str());
     return 77;
+  }
+  if (verdict.probe == dtrace::test::GpuProbe::fail) {
+    std::printf("%s\n", verdict.message.c_str());
+    return 1;
   }
   return Catch::Session().run(argc, argv);
 }

@@ -64,17 +64,18 @@ device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev
 [ -n "$device" ] || device="none visible (nvidia-smi found no GPU)"
 echo "gpu-check: device: $device"
 
-# Runs one check; prints pass / SKIPPED (reason) / FAIL, keeping failures' output.
+# Runs one check; prints pass / SKIPPED (reason) / FAIL, keeping failures'
+# output. A check that skips where the system shows a GPU is a FAIL
+# (tools/gpu-present.sh), never a pass or a quiet SKIPPED.
+. tools/gpu-present.sh
 check() {
-  local name=$1 out status
+  local name=$1 out status verdict
   shift
   out=$("$@" 2>&1)
   status=$?
-  case $status in
-    0) echo "pass" ;;
-    77) echo "SKIPPED ($(grep -m1 -o 'SKIP: .*' <<<"$out" | cut -c7- | cut -c1-70))" ;;
-    *) echo "$out" >"$log/$name.failed"; echo "FAIL (status $status)" ;;
-  esac
+  verdict=$(check_verdict "$status" "$out")
+  case $verdict in FAIL*) echo "$out" >"$log/$name.failed" ;; esac
+  echo "$verdict"
 }
 c_program() {  # the C program against libdtrace, compared with dtrace hash
   if [ -f "$build/BUNDLE" ]; then
