@@ -30,6 +30,15 @@ std::uint64_t reference(const unsigned char* data, std::size_t len) {
   return XXH3_64bits(words.data(), words.size() * 8);
 }
 
+// tools/xxh3-64k-reference.py's pattern(N): b[i] = ((i * 2654435761) mod 2^32) >> 24.
+std::vector<unsigned char> pattern(std::size_t n) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<unsigned char>(static_cast<std::uint32_t>(i * 2654435761u) >> 24);
+  }
+  return v;
+}
+
 }  // namespace
 
 TEST_CASE("fingerprint of the empty input is the published known answer") {
@@ -38,9 +47,32 @@ TEST_CASE("fingerprint of the empty input is the published known answer") {
   CHECK(to_hex16(stream.finish()) == "c77b3abb6f87acd9");
 }
 
-TEST_CASE("fingerprint pins known answers for small inputs") {
-  // Pinned once from this implementation after it matched the reference below:
-  // the digest is a file-format contract, so any change here is a format break.
+TEST_CASE("fingerprint pins known answers computed by libxxhash outside dtrace") {
+  // From `tools/xxh3-64k-reference.py --pattern N` (Python, ctypes on the stock
+  // libxxhash.so, no dtrace code): the digest is a file-format contract, so a
+  // change here is a format break. Sizes straddle the 64 KiB chunk boundaries,
+  // and the last is above the threshold where hashing goes to threads.
+  const std::pair<std::size_t, const char*> known[] = {
+      {0, "c77b3abb6f87acd9"},        {1, "9e8d84aee6221671"},
+      {3, "491c885b21c532dc"},        {65535, "46e693dcb4fda3d3"},
+      {65536, "bf958b326484a396"},    {65537, "b65db3c41782c50c"},
+      {131072, "9f6c70df784fe038"},   {131073, "aeb8bfaf9cb9032a"},
+      {196625, "8b1795eaa01d3149"},   {9437201, "034804b846cf969c"},
+  };
+  for (const auto& [len, hex] : known) {
+    INFO("pattern(" << len << ")");
+    const auto data = pattern(len);
+    CHECK(to_hex16(fingerprint(data.data(), len, 1)) == hex);
+    CHECK(to_hex16(fingerprint(data.data(), len, 0)) == hex);
+    dtrace::FingerprintStream stream;
+    const std::size_t half = len / 2 + 1;
+    stream.update(data.data(), std::min(half, len));
+    if (len > half) stream.update(data.data() + half, len - half);
+    CHECK(to_hex16(stream.finish()) == hex);
+  }
+}
+
+TEST_CASE("fingerprint agrees with the reference for small inputs") {
   const unsigned char one = 'a';
   CHECK(fingerprint(&one, 1) == reference(&one, 1));
   const char* text = "dtrace";
