@@ -12,7 +12,7 @@ run_dtrace 0 show --step 2 "$D"
 out_has "records (step 2):"
 out_has "  rank 0, step 2:"
 out_has "  rank 1, step 2 (incomplete):"
-out_has "    0 step loss metric loss f32 - 3f9e0402 1.2345"
+out_has "    0 step loss metric loss f32 - 3f9e0402 1.234497308731079"
 out_has "    1 fwd/layer.0/mlp gemm_fc1 in x bf16 [2,4] 3e1436587abb6235"
 [ "$(grep -c '^    [0-9]' "$OUT")" = 5 ] || fail "step 2 has 3 records on rank 0 and 2 on rank 1"
 
