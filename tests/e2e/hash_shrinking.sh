@@ -7,7 +7,15 @@ printf 'abc' >small
 truncate -s 64G big   # sparse: no disk, and far more than a second of hashing
 "$DTRACE" hash small big >"$OUT" 2>"$ERR" &
 pid=$!
-sleep 0.5
+# Shrink it once dtrace has it mapped (its /proc/PID/maps names the file):
+# then the hashing of big has begun, however slow the machine.
+waited=0
+until grep -qF -- "$(pwd -P)/big" "/proc/$pid/maps" 2>/dev/null; do
+  kill -0 "$pid" 2>/dev/null || fail "dtrace hash ended before it mapped big"
+  [ "$waited" -lt 600 ] || fail "dtrace hash did not map big within 30 s"
+  sleep 0.05
+  waited=$((waited + 1))
+done
 truncate -s 0 big
 got=0
 wait "$pid" || got=$?
