@@ -8,7 +8,11 @@ unset NCCL_ALGO NVTE_ALLOW_NONDETERMINISTIC_ALGO CUBLAS_WORKSPACE_CONFIG TRITON_
 
 # Unset: the defaults are in force and exported.
 run_dtrace 0 env --check
-out_has "valid"
+# The verdict line, whole: "valid" alone is also in "INVALID" and "invalid:".
+grep -qxF 'valid: a run started with `dtrace exec` gets the values above' "$OUT" ||
+  fail "no line saying the environment is valid"
+out_lacks "INVALID"
+out_lacks "not deterministic"
 run_dtrace 0 env --exports
 [ "$(cat "$OUT")" = "export NCCL_ALGO=Ring
 export NVTE_ALLOW_NONDETERMINISTIC_ALGO=0
