@@ -2,11 +2,18 @@
 # Bad flags, a missing corpus, an existing run directory, an unreadable or
 # corrupt checkpoint: a clear error on stderr, exit 2, nothing overwritten.
 . "$(dirname "$0")/minitrain-lib.sh"
+# err_says TEXT: the last command's stderr has TEXT (a fixed string).
+err_says() { grep -qF -- "$1" err.txt || fail "stderr lacks '$1': $(cat err.txt)"; }
 expect_status 2 "$MINITRAIN" --no-such-flag --out x
+err_says "The following argument was not expected: --no-such-flag"
 expect_status 2 "$MINITRAIN" --steps ten --out x
+err_says "Could not convert: --steps = ten"
 expect_status 2 "$MINITRAIN" --level medium --out x
+err_says "--level: medium not in {step,layer,kernel}"
 expect_status 2 "$MINITRAIN" --nondet cosmic-rays --out x
+err_says "--nondet: cosmic-rays not in {none,"
 expect_status 2 "$MINITRAIN" --print-planted cosmic-rays
+err_says "minitrain: error: --print-planted: unknown switch 'cosmic-rays'"
 expect_status 2 "$MINITRAIN" --heads 3 --out x
 grep -q "multiple of --heads" err.txt || fail "no message for --heads 3"
 expect_status 2 "$MINITRAIN" --nondet allreduce-arrival --ranks 2 --out x
@@ -14,6 +21,7 @@ grep -q "ranks 3 or more" err.txt || fail "no message for allreduce-arrival on 2
 expect_status 2 "$MINITRAIN" --steps 2
 grep -q -- "--out" err.txt || fail "no message for a missing --out"
 expect_status 2 "$MINITRAIN" --checkpoint-every 2 --out x
+err_says "minitrain: error: --checkpoint-every needs --checkpoint-dir"
 expect_status 2 "$MINITRAIN" --corpus "$WORK/missing.txt" --out x
 grep -q "missing.txt" err.txt || fail "the corpus error does not name the file"
 [ ! -e x ] || fail "a failed start left a run directory"
@@ -30,6 +38,7 @@ printf 'garbage' > ck/ckpt-00000002.bin
 expect_status 2 "$MINITRAIN" --steps 4 --resume --checkpoint-dir ck --out r2
 grep -q "ckpt-00000002.bin" err.txt || fail "the corrupt checkpoint is not named"
 expect_status 2 "$MINITRAIN" --steps 4 --resume --checkpoint-dir ck --layers 3 --out r3
+err_says "minitrain: error: checkpoint ck/ckpt-00000002.bin: not a minitrain checkpoint"
 [ ! -e r2 ] && [ ! -e r3 ] || fail "a failed resume left a run directory"
 
 DTRACE_REPLAY_STEP=abc expect_status 2 "$MINITRAIN" --steps 4 --out run

@@ -10,3 +10,4 @@ run_dtrace 2 show --json "$TESTDATA/check/no_such_run"
 trouble_is "$TESTDATA/check/no_such_run: no such run"
 
 run_dtrace 2 show "$TESTDATA/check/clean" --step notanumber
+trouble_is "--step: 'notanumber' is not a step (an integer from 0 to 9223372036854775807)"

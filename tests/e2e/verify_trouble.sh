@@ -10,4 +10,6 @@ mkdir kept
 expect_status 2 "$DTRACE" verify --keep kept -- "$MINITRAIN" --steps 3 --out mine
 grep -q "kept: exists" err.txt || fail "$(cat err.txt)"
 expect_status 2 "$DTRACE" verify --arms 1 -- "$MINITRAIN" --steps 3 --out mine
+grep -qx "dtrace: error: --arms: Value 1 not in range 2 to 100 (see dtrace --help)" err.txt || fail "$(cat err.txt)"
+[ ! -e mine ] || fail "a refused verify ran the workload"
 echo ok
