@@ -55,6 +55,24 @@ SH
 chmod +x fake/*.sh
 export MARKS
 
+# process_state PID: the one-letter state of PID from /proc/PID/stat (R, S,
+# Z, ...) or "gone". Read from /proc, not ps: procps is missing from minimal
+# images, and a check that cannot look must fail, not see nothing. Killed
+# processes whose parent died first wait as zombies (Z) for init to reap them.
+[ -r /proc/self/stat ] || fail "/proc is not mounted: cannot check for processes left running"
+process_state() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo gone; return; }
+  # The command name (2nd field) is in parentheses and may hold spaces.
+  stat=${stat##*) }
+  echo "${stat%% *}"
+}
+# The check sees a live process: this script's own shell is running or sleeping.
+case "$(process_state $$)" in
+  R | S) ;;
+  *) fail "process_state cannot see this shell: $(process_state $$)" ;;
+esac
+
 # bisect_fails NAME EXPECTED: bisect with fake/NAME.sh exits 2, its one-line
 # error contains EXPECTED, and it leaves no temp file or process behind.
 # SIGNAL: dtrace is sent SIGNAL once the workload has started.
@@ -71,7 +89,12 @@ os.execv(sys.argv[1], sys.argv[1:])' "$DTRACE" bisect --replay "$WORK/fake/$name
     >"$WORK/out.txt" 2>"$WORK/err.txt" &
   local dtrace_pid=$!
   if [ -n "$signal" ]; then
-    while [ ! -e "$MARKS/$name.pid" ]; do sleep 0.05; done
+    local waited=0
+    while [ ! -e "$MARKS/$name.pid" ]; do
+      [ "$waited" -lt 600 ] || fail "$name: the workload did not start within 30 s"
+      sleep 0.05
+      waited=$((waited + 1))
+    done
     kill -"$signal" "$dtrace_pid"
   fi
   wait "$dtrace_pid" || got=$?
@@ -83,11 +106,10 @@ os.execv(sys.argv[1], sys.argv[1:])' "$DTRACE" bisect --replay "$WORK/fake/$name
   local pidfile
   for pidfile in "$MARKS/$name".*; do
     [ -e "$pidfile" ] || fail "$name: the workload did not run"
-    # Killed processes whose parent died first wait as zombies for init to reap them.
     local state
-    state=$(ps -o stat= -p "$(cat "$pidfile")" 2>/dev/null || true)
+    state=$(process_state "$(cat "$pidfile")")
     case "$state" in
-      "" | Z*) ;;
+      gone | Z) ;;
       *) fail "$name: process $(cat "$pidfile") ($(basename "$pidfile")) still runs (state $state)" ;;
     esac
   done
