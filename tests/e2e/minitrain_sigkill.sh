@@ -38,12 +38,24 @@ PY
 }
 
 killed=0 checked=0 cut=0 loaded=0
-for delay in 0.2 0.45 0.7 1.1 1.6 2.4; do
+# The last moment is an event, not a time: just after the first checkpoint is
+# in place, so that however slow the machine one run leaves checkpoints.
+for delay in 0.2 0.45 0.7 1.1 1.6 2.4 checkpoint; do
   out=$WORK/run-$delay ck=$WORK/ck-$delay
   "$MINITRAIN" --steps 100000 --ranks 2 --level layer --checkpoint-every 3 --checkpoint-dir "$ck" \
     --out "$out" >/dev/null 2>&1 &
   pid=$!
-  sleep "$delay"
+  if [ "$delay" = checkpoint ]; then
+    waited=0
+    until compgen -G "$ck/ckpt-*.bin" >/dev/null; do
+      [ "$waited" -lt 1200 ] || fail "no checkpoint written within 60 s"
+      kill -0 "$pid" 2>/dev/null || fail "minitrain ended before it wrote a checkpoint"
+      sleep 0.05
+      waited=$((waited + 1))
+    done
+  else
+    sleep "$delay"
+  fi
   kill -KILL "$pid" 2>/dev/null || fail "minitrain ended before it was killed ($delay s)"
   wait "$pid" 2>/dev/null || true
   killed=$((killed + 1))
@@ -86,4 +98,8 @@ for delay in 0.2 0.45 0.7 1.1 1.6 2.4; do
   done
 done
 [ "$checked" -gt 0 ] || fail "no run was far enough along to check"
+# Without these, "every checkpoint loads" and "check names the cut step" would
+# pass having seen none.
+[ "$cut" -gt 0 ] || fail "no checked run had an incomplete step"
+[ "$loaded" -gt 0 ] || fail "no checkpoint was left to load (the runs were killed too early)"
 echo "killed $killed, checked $checked runs ($cut with an incomplete step), loaded $loaded checkpoints"
