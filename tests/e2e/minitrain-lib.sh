@@ -23,5 +23,10 @@ expect_status() {
 # replay_argv RUN: the header's replay argv of RUN's rank 0, one word per line.
 replay_argv() { head -n1 "$1/rank0.jsonl" | jq -r '.replay.argv[]'; }
 
-# records FILE: the compared records of a log (no header, end or timing lines).
-records() { grep -v '"io":"timing"' "$1" | grep '"scope"' || true; }
+# records FILE: the compared records of a log (no header, end or timing lines);
+# fails, saying why, when FILE is missing or holds none, so that two missing
+# logs never compare equal.
+records() {
+  [ -f "$1" ] || { echo "records: no log $1" >&2; return 1; }
+  grep -v '"io":"timing"' "$1" | grep '"scope"' || { echo "records: $1 holds no record" >&2; return 1; }
+}

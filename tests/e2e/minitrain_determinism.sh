@@ -7,8 +7,9 @@ for ranks in 1 4; do
     mt --steps 3 --ranks "$ranks" --level "$level" --out "a-$ranks-$level"
     mt --steps 3 --ranks "$ranks" --level "$level" --out "b-$ranks-$level"
     for ((r = 0; r < ranks; r++)); do
-      cmp -s <(records "a-$ranks-$level/rank$r.jsonl") <(records "b-$ranks-$level/rank$r.jsonl") ||
-        fail "ranks=$ranks level=$level: rank $r logs differ"
+      ra=$(records "a-$ranks-$level/rank$r.jsonl") || fail "ranks=$ranks level=$level: run a, rank $r"
+      rb=$(records "b-$ranks-$level/rank$r.jsonl") || fail "ranks=$ranks level=$level: run b, rank $r"
+      [ "$ra" = "$rb" ] || fail "ranks=$ranks level=$level: rank $r logs differ"
     done
     expect_status 0 "$DTRACE" diff "a-$ranks-$level" "b-$ranks-$level"
     expect_status 0 "$DTRACE" check "a-$ranks-$level"
