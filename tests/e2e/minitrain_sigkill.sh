@@ -48,7 +48,7 @@ for delay in 0.2 0.45 0.7 1.1 1.6 2.4 checkpoint; do
   if [ "$delay" = checkpoint ]; then
     waited=0
     until compgen -G "$ck/ckpt-*.bin" >/dev/null; do
-      [ "$waited" -lt 1200 ] || fail "no checkpoint written within 60 s"
+      [ "$waited" -lt 1200 ] || { kill -KILL "$pid"; fail "no checkpoint written within 60 s"; }
       kill -0 "$pid" 2>/dev/null || fail "minitrain ended before it wrote a checkpoint"
       sleep 0.05
       waited=$((waited + 1))
