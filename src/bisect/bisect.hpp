@@ -10,9 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "replay/runner.hpp"
 #include "util/result.hpp"
 
 namespace dtrace::bisect {
+
+// How a replay is executed. Empty means replay::run (the workload itself);
+// tests substitute a fake that writes, to the command's DTRACE_OUT and
+// DTRACE_CAPTURE, what a workload would, so each stage's verdicts can be
+// exercised without a training program.
+using ReplayRunner = std::function<Result<replay::Outcome>(const replay::Command& command)>;
 
 struct Options {
   std::string run_a, run_b;
@@ -23,6 +30,7 @@ struct Options {
   bool trust = false;                 // run the replay argv found in the logs
   std::optional<std::vector<std::string>> replay;  // or this argv, given by the user
   std::optional<std::string> keep;    // keep replay outputs and captures here
+  ReplayRunner runner;                // default (empty): replay::run
 };
 
 enum class Verdict { named, restore, not_reproduced, not_localized };
