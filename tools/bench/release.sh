@@ -5,6 +5,12 @@
 #                       not exist (CUDA as meson finds it), compiles it (only
 #                       the TARGETs, when named), and refuses a DIR of another
 #                       build type rather than measure it.
+#   build_type DIR      prints DIR's meson build type.
+build_type() {
+  meson introspect --buildoptions "$1" |
+    python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))'
+}
+
 release_build() {
   local dir=$1 source type
   shift
@@ -12,8 +18,7 @@ release_build() {
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$source" -Dbuildtype=release >/dev/null
   fi
-  type=$(meson introspect --buildoptions "$dir" |
-    python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))')
+  type=$(build_type "$dir")
   if [ "$type" != release ]; then
     echo "$(basename "$0"): $dir is a $type build; benchmarks measure a release build" \
       "(meson setup $dir --buildtype=release, or name another BUILD_DIR)" >&2
