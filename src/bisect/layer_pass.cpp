@@ -116,6 +116,10 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       }
     }
     if (attempt == 0) {
+      // Which ranks the replays ran, said even when the restore check settles it.
+      if (auto reader = log::RunReader::open(out_a); reader && rep.ranks_replayed.empty()) {
+        for (std::int32_t r = 0; r < (*reader)->header().world_size; ++r) rep.ranks_replayed.push_back(r);
+      }
       for (auto [side, out] : {std::pair{&s.a, out_a}, std::pair{&s.b, out_b}}) {
         auto ok = restore_matches_run(s, *side, out);
         if (!ok) return ok.error();
