@@ -187,10 +187,15 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       outcomes.attempts = attempt + 1;
       outcomes.budget = budget;
       rep.outcomes = outcomes;
-      rep.notes.push_back("per-process choice: the replays came out two ways (" + n(outcomes.like_a) +
-                          " like run A, " + n(outcomes.like_b) + " like run B, " + n(outcomes.neither) +
-                          " like neither, in " + n(attempt + 1) + " attempts), each outcome made whole by one "
-                          "process: a choice made once per process (an autotuner's pick)");
+      const std::string counts = n(outcomes.like_a) + " like run A, " + n(outcomes.like_b) + " like run B, " +
+                                 n(outcomes.neither) + " like neither, in " + n(attempt + 1) + " attempts";
+      if (outcomes.like_a > 0 && outcomes.like_b > 0) {
+        rep.notes.push_back("per-process choice: the replays came out both runs' ways (" + counts +
+                            "), each outcome made whole by one process: a choice made once per process (an "
+                            "autotuner's pick)");
+      } else {
+        rep.notes.push_back("the replays differed only in some attempts (" + counts + ")");
+      }
     }
     const diff::Mismatch* m = &*d->first;
     for (const auto& ranked : d->ranks) {
