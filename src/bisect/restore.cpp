@@ -119,13 +119,15 @@ std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorde
   for (const log::Record& r : recorded.records) {
     const std::string base = record_key(r, 0);
     auto it = have.find(record_key(r, seen[base]++));
-    // Metrics only (loss, gradient norm: a step's outcome as values): other
-    // records may be hashed differently at another level (a layer-level
-    // replay against a step-level run), and timings always differ.
-    if (it == have.end() || r.io != log::Io::metric) continue;
+    // Timings differ in every process; the replay's finer records have no
+    // counterpart in the run and are not looked at.
+    if (it == have.end() || r.io == log::Io::timing) continue;
     const log::Record& x = *it->second;
-    if (x.digest != r.digest || x.dtype != r.dtype) return false;
-    compared = true;
+    if (x.digest != r.digest || x.dtype != r.dtype ||
+        !std::equal(r.shape.begin(), r.shape.end(), x.shape.begin(), x.shape.end())) {
+      return false;
+    }
+    if (r.io != log::Io::state) compared = true;
   }
   if (!compared) return std::nullopt;
   return true;

@@ -99,8 +99,8 @@ Result<void> confirm(Session& session, const Suspect& kernel);
 Result<bool> runs_diverged_earlier(Session& session);
 
 // Does `replay` reproduce what a run recorded at the step? Compared over the
-// metrics both hold (loss, gradient norm), by identity, since the replay may
-// be recorded at another level; nullopt when they share no metric.
+// records both hold, by identity (the replay may be finer), timings aside;
+// nullopt when they share no record but state.
 std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorded);
 
 // The restore check: the first state record where `replayed` and `recorded`
