@@ -35,7 +35,8 @@ std::string hex(std::uint64_t v, int digits) {
   return buf;
 }
 
-// One record of the fake model. A metric carries f32 bits, the rest a hash.
+// One record of the fake model. A metric or a timing carries f32 bits, the
+// rest a hash.
 struct Line {
   std::string scope, op, io, name;
   std::uint64_t digest = 0;
@@ -47,7 +48,7 @@ void append_step(std::string& out, std::int64_t step, const std::vector<Line>& l
     out += "{\"step\":" + std::to_string(step) + ",\"rank\":0,\"seq\":" + std::to_string(seq++) +
            ",\"scope\":\"" + l.scope + "\",\"op\":\"" + l.op + "\",\"io\":\"" + l.io + "\",\"name\":\"" + l.name +
            "\",\"dtype\":\"f32\",";
-    out += l.io == "metric" ? "\"bits\":\"" + hex(l.digest, 8) + "\"}\n"
+    out += l.io == "metric" || l.io == "timing" ? "\"bits\":\"" + hex(l.digest, 8) + "\"}\n"
                             : "\"shape\":[4],\"hash\":\"" + hex(l.digest, 16) + "\"}\n";
   }
   out += "{\"step\":" + std::to_string(step) + ",\"rank\":0,\"end\":true,\"count\":" + std::to_string(seq) + "}\n";
@@ -152,6 +153,8 @@ struct Workload {
         lines.push_back({"fwd/layer.0", "layer", "out", "y", y_digest(outcome)});
       }
       lines.push_back({"step", "loss", "metric", "loss", loss_bits(outcome)});
+      // Seconds the step took: different in every process, replays included.
+      lines.push_back({"step", "time", "timing", "step_seconds", 0x3c000000u + static_cast<std::uint64_t>(step_calls)});
       append_step(log, step, lines);
       if (v.count("DTRACE_CAPTURE")) fs::create_directories(v.at("DTRACE_CAPTURE"));
     }
@@ -177,7 +180,8 @@ std::string write_run(const TempDir& dir, char side, const RunSteps& steps, cons
   for (std::size_t s = 0; s < steps.state.size(); ++s) {
     append_step(log, static_cast<std::int64_t>(s),
                 {{"opt", "adamw", "state", "w", steps.state[s]},
-                 {"step", "loss", "metric", "loss", loss_bits(steps.loss_outcome[s])}});
+                 {"step", "loss", "metric", "loss", loss_bits(steps.loss_outcome[s])},
+                 {"step", "time", "timing", "step_seconds", 0x3d000000u + s}});
   }
   write_file(run + "/rank0.jsonl", log);
   return run;
