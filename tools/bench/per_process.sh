@@ -12,9 +12,9 @@
 set -euo pipefail
 . "$(dirname "$0")/release.sh"
 if [ -n "${1:-}" ]; then
-  meson compile -C "$1" dtrace tools/minitrain/minitrain >/dev/null
+  meson compile -C "$1" dtrace:executable tools/minitrain/minitrain:executable >/dev/null
 else
-  release_build build-release dtrace tools/minitrain/minitrain
+  release_build build-release dtrace:executable tools/minitrain/minitrain:executable
 fi
 build=$(cd "${1:-build-release}" && pwd)
 echo "build: $build ($(build_type "$build"))"
