@@ -201,6 +201,15 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
     for (const auto& ranked : d->ranks) {
       if (ranked.rank == rep.rank) m = &ranked;
     }
+    // The followed rank only received the difference (through a collective)
+    // while another rank originated it: in these replays the divergence began
+    // there (a per-process choice made differently on another rank), so follow it.
+    if (m->role != diff::Role::origin && d->first->role == diff::Role::origin && d->first->rank != m->rank) {
+      rep.notes.push_back("rank " + n(rep.rank) + " only received the replays' difference; following rank " +
+                          n(d->first->rank) + ", where it originated");
+      m = &*d->first;
+      rep.rank = m->rank;
+    }
     if (m->rank != rep.rank) {
       rep.notes.push_back("rank " + n(rep.rank) + " did not diverge in the replays; following rank " +
                           n(m->rank) + ", which did");
