@@ -16,6 +16,7 @@ std::string_view verdict_name(Verdict verdict) {
     case Verdict::restore: return "restore";
     case Verdict::not_reproduced: return "not-reproduced";
     case Verdict::not_localized: return "not-localized";
+    case Verdict::diverged_earlier: return "diverged-earlier";
   }
   return "unknown";
 }
@@ -62,7 +63,7 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   command.env.insert(command.env.end(), variables.begin(), variables.end());
   command.cwd = side.cwd;
   command.timeout_s = options.timeout_s;
-  auto outcome = replay::run(command);
+  auto outcome = options.runner ? options.runner(command) : replay::run(command);
   if (!outcome) return Error{"replay of run " + std::string(1, side.name) + " (" + stage + "): " +
                              outcome.error().message};
   record.seconds = outcome->seconds;

@@ -52,6 +52,11 @@ class Session {
   const Options& options;
   Report& report;
   Side a, b;
+  // Set by the restore check when the runs diverged before the step and share
+  // one configuration: the step is localized from A's state by repetition, so
+  // the second slot of every stage replays A (files still named by slot, B).
+  bool repeat_a = false;
+  const Side& second() const { return repeat_a ? a : b; }
 
  private:
   Result<void> check_replay_log(const std::string& stage, const Side& side,
@@ -85,6 +90,18 @@ struct Suspect {
 Result<std::optional<Suspect>> layer_pass(Session& session);
 Result<std::optional<Suspect>> kernel_pass(Session& session, const Suspect& layer);
 Result<void> confirm(Session& session, const Suspect& kernel);
+
+// The restore check, case (b) (dtrace(1)): each replay matched its own run;
+// when the runs' recorded states at the step differ, the runs diverged
+// earlier. Sets report.earlier from the logs; returns true when that settles
+// the verdict (diverged-earlier; restore when no earlier step differs), and
+// with a shared configuration sets session.repeat_a instead.
+Result<bool> runs_diverged_earlier(Session& session);
+
+// Does `replay` reproduce what a run recorded at the step? Compared over the
+// records both hold, by identity (the replay may be finer), timings aside;
+// nullopt when they share no record but state.
+std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorded);
 
 // The restore check: the first state record where `replayed` and `recorded`
 // disagree (a state record present in `recorded` but missing in `replayed`
