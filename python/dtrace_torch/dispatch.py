@@ -1,0 +1,67 @@
+"""Kernel level: every ATen op the dispatcher runs inside a wanted scope, recorded
+by a TorchDispatchMode (torch 1.13 and 2.x): op = the overload's name
+(aten.mm.default, or a custom op's namespace.name.overload), in = its tensor
+arguments named by the op's schema (self, mat2, ...), out = its results.
+
+Skipped, because they move no data: ops whose first result is a view of an input
+(aten.view, aten.t, aten.expand, aten.slice, aten.transpose, aten.detach, ...;
+the schema's alias annotation without a write) and ops with no tensor result.
+In-place and out= ops are recorded: their inputs before the op runs, their results
+after."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _lib
+from .records import flatten
+
+
+def moves_no_data(func) -> bool:
+    returns = func._schema.returns
+    if not returns:
+        return True
+    alias = returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def named_inputs(func, args: Tuple, kwargs: Dict) -> List[Tuple[str, torch.Tensor]]:
+    items: List[Tuple[str, torch.Tensor]] = []
+    schema_args = func._schema.arguments
+    for i, a in enumerate(args):
+        name = schema_args[i].name if i < len(schema_args) else f"arg{i}"
+        items.extend(flatten(name, a))
+    for k, v in kwargs.items():
+        items.extend(flatten(k, v))
+    return items
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the ATen ops of the recorder's current scope at kernel level."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.rec = recorder
+        self.calls: Dict[Tuple[str, str], int] = {}
+
+    def new_step(self) -> None:
+        self.calls.clear()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        sink = self.rec.sink
+        if moves_no_data(func) or not sink.native.wants(_lib.LEVEL_KERNEL):
+            return func(*args, **kwargs)
+        op = str(func)
+        scope = sink.scope or ""
+        key = (scope, op)
+        occurrence = self.calls.get(key, 0)
+        self.calls[key] = occurrence + 1
+        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_IN, named_inputs(func, args, kwargs))
+        self.rec.log_call(scope, op, occurrence, args, kwargs,
+                          [a.name for a in func._schema.arguments])
+        out = func(*args, **kwargs)
+        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_OUT, flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+        return out
