@@ -91,6 +91,14 @@ def _entries(rec, scope: str, op: Optional[str], step: int) -> List[Dict[str, An
 
 
 def isolate(rec, step: Optional[int]) -> None:
+    rec.sink.active = True
+    try:
+        _isolate(rec, step)
+    finally:
+        rec.sink.active = False
+
+
+def _isolate(rec, step: Optional[int]) -> None:
     native = rec.native
     scope, op = native.isolate_scope(), native.isolate_op()
     records = native.captured()

@@ -175,15 +175,21 @@ class Recorder:
         if self._mode:
             self._mode.new_step()
         self.native.begin_step(number)
+        self.sink.active = True
         self.sink.set_scope("step")
         with self._timed():
             self._record_state()
         mode = self._mode if self._mode is not None else contextlib.nullcontext()
-        with mode:
-            yield self
-        self.sink.set_scope("step")
-        self.sink.scalar(_lib.LEVEL_STEP, "time", _lib.IO_TIMING, "step_seconds", time.perf_counter() - started)
-        self.native.end_step()
+        try:
+            with mode:
+                yield self
+            self.sink.set_scope("step")
+            self.sink.scalar(_lib.LEVEL_STEP, "time", _lib.IO_TIMING, "step_seconds",
+                             time.perf_counter() - started)
+            self.native.end_step()
+        finally:
+            self.sink.active = False
+            self.current_step = None
 
     def metric(self, name: str, value: Any) -> None:
         """A metric (loss, grad norm) by its exact bits: a number or a one-element tensor."""
@@ -199,8 +205,11 @@ class Recorder:
             self.sink.tensors_(_lib.LEVELS[level], op, ios[io], list(tensors.items()))
 
     def close(self) -> None:
+        if self.optimizer is not None and "step" in vars(self.optimizer):
+            del self.optimizer.step  # the class's own step again
         if self._hooks:
             self._hooks.remove()
+            self._hooks = None
         if self._calls:
             self._calls.close()
             self._calls = None

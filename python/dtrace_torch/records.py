@@ -23,6 +23,9 @@ class Sink:
         self.native = native
         self._scope: Optional[str] = None
         self.tensors = 0  # records handed over, for the benchmark's cost per tensor
+        # True inside a step or an isolated repetition: hooks and the dispatch mode
+        # see the model run outside steps too (evaluation), and record nothing there.
+        self.active = False
 
     def set_scope(self, scope: Optional[str]) -> Optional[str]:
         previous = self._scope
@@ -40,7 +43,7 @@ class Sink:
 
     def tensors_(self, level: int, op: str, io: int, items: Sequence[Tuple[str, torch.Tensor]]) -> None:
         """Records named tensors (all of one op and io) if libdtrace wants `level` here."""
-        if not items or not self.native.wants(level):
+        if not self.active or not items or not self.native.wants(level):
             return
         capture = self.native.captures()
         views = [logical(t) for _, t in items]
@@ -58,6 +61,8 @@ class Sink:
 
     def scalar(self, level: int, op: str, io: int, name: str, value: Any) -> None:
         """A Python number or a one-element tensor, by its exact bits."""
+        if not self.active:
+            return
         if isinstance(value, torch.Tensor):
             t = value.detach().reshape(()).cpu()
             if t.dtype in _BITS:
