@@ -26,6 +26,7 @@ import torch
 
 from . import _lib, checkpoints, environment
 from .calls import CallLog
+from .collectives import Collectives
 from .dispatch import OpRecorder, named_inputs
 from .errors import CheckpointError, DtraceError
 from .hooks import ModuleHooks
@@ -41,6 +42,8 @@ def _distributed() -> tuple:
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
+    if os.environ.get("RANK") and os.environ.get("WORLD_SIZE"):  # torchrun, before init_process_group
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     return 0, 1
 
 
@@ -119,6 +122,7 @@ class Recorder:
         self._calls = CallLog(capture, self.rank) if capture else None
         self._hooks = ModuleHooks(self, model) if self.level >= _lib.LEVEL_LAYER else None
         self._mode = OpRecorder(self) if self.level >= _lib.LEVEL_KERNEL else None
+        self._collectives = Collectives(self) if self.level >= _lib.LEVEL_LAYER and self.world_size > 1 else None
         self._patch_optimizer()
 
     # ---- the loop ----------------------------------------------------------
@@ -210,6 +214,9 @@ class Recorder:
         if self._hooks:
             self._hooks.remove()
             self._hooks = None
+        if self._collectives:
+            self._collectives.remove()
+            self._collectives = None
         if self._calls:
             self._calls.close()
             self._calls = None
