@@ -47,6 +47,15 @@ def _distributed() -> tuple:
     return 0, 1
 
 
+def _as_tensor(value: Any) -> torch.Tensor:
+    """A number as a 0-d tensor of its exact type (Python floats are f64)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, float):
+        return torch.tensor(value, dtype=torch.float64)
+    return torch.tensor(value)
+
+
 def _replay_argv(checkpoint_dir: Optional[str], deterministic: Optional[str]) -> list:
     argv = [sys.executable] + [os.path.abspath(sys.argv[0]) if sys.argv and os.path.isfile(sys.argv[0])
                                else (sys.argv[0] if sys.argv else "")] + sys.argv[1:]
@@ -246,8 +255,7 @@ class Recorder:
             for p, s in self.optimizer.state.items():
                 pname = self._param_names.get(id(p), f"param{id(p)}")
                 for key, value in s.items():
-                    items.append((f"{pname}.{key}", value if isinstance(value, torch.Tensor)
-                                  else torch.tensor(value)))
+                    items.append((f"{pname}.{key}", _as_tensor(value)))
             sink.tensors_(lvl, "optim", st, items)
         rng = [("torch.cpu", torch.get_rng_state())]
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -257,12 +265,9 @@ class Recorder:
         if "numpy" in state:
             rng.append(("numpy", torch.tensor(state["numpy"][1].astype("int64"))))
         sink.tensors_(lvl, "rng", st, rng)
+        # Numbers as 0-d tensors (i64, f64, bool): state is compared by fingerprint.
         for name, obj in self.extra.items():
-            for key, value in state_values(name, obj.state_dict()):
-                if isinstance(value, torch.Tensor):
-                    sink.tensors_(lvl, "data" if name == "data" else name, st, [(key, value)])
-                else:
-                    sink.scalar(lvl, "data" if name == "data" else name, st, key, value)
+            sink.tensors_(lvl, name, st, [(key, _as_tensor(value)) for key, value in state_values(name, obj.state_dict())])
 
     def _patch_optimizer(self) -> None:
         """The gradients as the optimizer sees them, before it steps, and its own
