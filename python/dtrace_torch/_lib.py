@@ -284,7 +284,7 @@ class Native:
             records.append({"index": i, "scope": _s(r.scope), "op": _s(r.op), "io": r.io,
                              "occurrence": r.occurrence, "name": _s(r.name), "dtype": _s(r.dtype),
                              "shape": tuple(r.shape[k] for k in range(r.ndim)), "bytes": r.bytes,
-                             "seq": r.seq, "file": _s(r.file)})
+                             "step": r.step, "seq": r.seq, "file": _s(r.file)})
         return records
 
     def captured_find(self, scope: str, op: str, io: int, name: str, occurrence: int) -> Optional[int]:
