@@ -3,7 +3,9 @@
 one process with and without recording, blocks of steps alternating so that both
 see the same machine, at each level. Prints the median step time of each arm, the
 overhead of recording in percent of the plain step, and the cost per recorded
-tensor of the Python path (recording time / tensors handed to libdtrace).
+tensor of the Python path (recording time / tensors handed to libdtrace). Times
+are the process's CPU time (time.process_time, one torch thread), so that a
+machine shared with other jobs does not blur them as wall-clock time would.
 
     PYTHONPATH=build/python /usr/bin/python3 tools/bench/torch_recording.py [--width 128 ...]
 
@@ -67,15 +69,15 @@ def main() -> int:
         plain, recorded, tensors = [], [], 0
         for block in range(args.blocks):
             for _ in range(args.steps):
-                t = time.perf_counter()
+                t = time.process_time()
                 train_step()
-                plain.append(time.perf_counter() - t)
+                plain.append(time.process_time() - t)
             # A recorder per block, closed after it: its hooks are gone in the plain block.
             rec = dt.Recorder(model, optimizer, run_dir=os.path.join(scratch, f"{level}-{block}"), level=level)
             for step in range(args.steps):
-                t = time.perf_counter()
+                t = time.process_time()
                 train_step(rec, step)
-                recorded.append(time.perf_counter() - t)
+                recorded.append(time.process_time() - t)
             tensors += rec.sink.tensors
             rec.close()
         base, with_rec = statistics.median(plain), statistics.median(recorded)
