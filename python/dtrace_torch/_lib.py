@@ -151,6 +151,10 @@ def _s(raw: Optional[bytes]) -> Optional[str]:
     return None if raw is None else raw.decode()
 
 
+class CudaUnavailable(RecorderError):
+    """This libdtrace was built without its device code."""
+
+
 def version() -> str:
     return _s(lib().dtrace_version())
 
@@ -169,6 +173,8 @@ def fingerprint_device_batch(addresses: Sequence[int], sizes: Sequence[int], str
     nbytes = (_c.c_size_t * n)(*sizes)
     out = (_c.c_uint64 * n)()
     code = lib().dtrace_fingerprint_device_batch(data, nbytes, n, _p(stream or None), out)
+    if code == ERROR_CUDA_UNAVAILABLE:
+        raise CudaUnavailable(_s(lib().dtrace_error_string(code)))
     if code != OK:
         raise RecorderError(f"dtrace_fingerprint_device_batch: {_s(lib().dtrace_error_string(code))}")
     return list(out)

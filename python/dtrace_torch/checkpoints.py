@@ -10,6 +10,7 @@ error naming the difference instead of a silent partial load.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import re
@@ -21,6 +22,10 @@ import torch
 from .errors import CheckpointError
 
 _NAME = re.compile(r"^step-(\d+)\.pt$")
+# torch 2.6 made torch.load default to weights_only=True, which refuses the RNG
+# states (tuples, NumPy arrays) a checkpoint holds; this file was written by this
+# package, so it is loaded in full where torch has the switch.
+_TRUSTED = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
 
 
 def path_of(directory: str, step: int) -> str:
@@ -103,7 +108,7 @@ def load(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[
         raise CheckpointError(f"{path}: no checkpoint of step {step} (checkpoints in {directory}: "
                               f"{steps_in(directory) or 'none'})")
     try:
-        payload = torch.load(path, map_location="cpu")
+        payload = torch.load(path, map_location="cpu", **_TRUSTED)
     except Exception as e:  # a torn or foreign file: say which
         raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
     if not isinstance(payload, dict) or payload.get("format") != "dtrace_torch-checkpoint/1":

@@ -50,6 +50,8 @@ class Sink:
         digests = device_digests(views, _lib) if any(v.is_cuda for v in views) else [None] * len(views)
         for (name, _), view, digest in zip(items, views, digests):
             size = nbytes(view)
+            if view.is_cuda and digest is None:  # a libdtrace built without CUDA: hashed on the host
+                view = view.cpu()
             if view.is_cuda:
                 host = view.cpu() if capture else None
                 self.native.tensor(level, op, io, name, dtype_name(view.dtype), shape_of(view),
