@@ -210,10 +210,20 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--nondet-rank", type=int, default=None,
+                   help="plant the --nondet switches on this rank only (torchrun jobs)")
     p.add_argument("--no-record", action="store_true", help="train without dtrace_torch (benchmarks)")
     args = p.parse_args(argv)
 
     torch.set_num_threads(args.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:  # under torchrun: data parallel over gloo, gradients averaged by all_reduce
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+    planted = sorted(args.nondet)  # the header's config: the same on every rank
+    if args.nondet_rank is not None and args.nondet_rank != rank:
+        args.nondet = []
     torch.manual_seed(args.seed)
     if "index-add" in args.nondet:
         torch.use_deterministic_algorithms(False)
@@ -222,7 +232,7 @@ def main(argv=None) -> int:
     model = GPT(d=args.width, layers=args.layers, unordered="combine" in args.nondet,
                 atomics="index-add" in args.nondet).to(args.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    batches = Batches(data, args.batch, 32, args.seed, args.device, "data-order" in args.nondet)
+    batches = Batches(data, args.batch, 32, args.seed + rank, args.device, "data-order" in args.nondet)
 
     if args.no_record:
         for _ in range(args.steps):
@@ -236,7 +246,8 @@ def main(argv=None) -> int:
     import dtrace_torch as dt
     rec = dt.Recorder(model, optimizer, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
                       checkpoint_every=args.checkpoint_every, state={"data": batches}, level=args.level,
-                      config={"example": "gpt_moe", "nondet": sorted(args.nondet), "layers": args.layers,
+                      config={"example": "gpt_moe", "nondet": planted, "nondet_rank": args.nondet_rank,
+                              "layers": args.layers,
                               "width": args.width, "device": args.device})
     for step in rec.steps(args.steps):
         if step == rec.restored_at and "dropout-rng" in args.nondet:
@@ -245,6 +256,10 @@ def main(argv=None) -> int:
         with rec.step(step):
             loss = model(x, y)
             loss.backward()
+            if world > 1:
+                for p in model.parameters():
+                    torch.distributed.all_reduce(p.grad)
+                    p.grad /= world
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad()
