@@ -10,6 +10,14 @@ if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
   exit 77
 fi
 export PYTHONPATH="$BUILD_ROOT/python"
+# A sanitizer build's libdtrace needs its runtime loaded before Python's own code
+# (as in e2e/capi_python).
+needed=$(ldd "$BUILD_ROOT/src/capi/libdtrace.so")
+case "$needed" in
+  *libasan*)
+    export LD_PRELOAD=$(echo "$needed" | awk '/libasan|libubsan/ {printf "%s:", $3}')
+    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" ;;
+esac
 EXAMPLE="$SOURCE_ROOT/tools/torch/gpt_moe.py"
 
 # ex ARGS...: the example, quiet on success.
