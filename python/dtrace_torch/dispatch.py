@@ -6,6 +6,10 @@ arguments named by the op's schema (self, mat2, ...), out = its results.
 Skipped, because they move no data: ops whose first result is a view of an input
 (aten.view, aten.t, aten.expand, aten.slice, aten.transpose, aten.detach, ...;
 the schema's alias annotation without a write) and ops with no tensor result.
+Not recorded, because their bytes are whatever the allocator left there: the
+results of aten.empty* and aten.new_empty*, and such a tensor as the input of
+the op that first writes it (aten.bernoulli_ filling a dropout mask); the
+profiler's ops (record_function handles, not data).
 In-place and out= ops are recorded: their inputs before the op runs, their results
 after."""
 from __future__ import annotations
@@ -20,6 +24,8 @@ from .records import flatten
 
 
 def moves_no_data(func) -> bool:
+    if func.__module__.endswith("profiler") or str(func).startswith("profiler."):
+        return True  # record_function's handles: not data
     returns = func._schema.returns
     if not returns:
         return True
@@ -45,9 +51,11 @@ class OpRecorder(TorchDispatchMode):
         super().__init__()
         self.rec = recorder
         self.calls: Dict[Tuple[str, str], int] = {}
+        self.uninitialized = set()  # data pointers of empty* results not yet written
 
     def new_step(self) -> None:
         self.calls.clear()
+        self.uninitialized.clear()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -59,9 +67,18 @@ class OpRecorder(TorchDispatchMode):
         key = (scope, op)
         occurrence = self.calls.get(key, 0)
         self.calls[key] = occurrence + 1
-        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_IN, named_inputs(func, args, kwargs))
+        inputs = named_inputs(func, args, kwargs)
+        if self.uninitialized:
+            inputs = [(n, t) for n, t in inputs if t.numel() == 0 or t.data_ptr() not in self.uninitialized]
+        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_IN, inputs)
         self.rec.log_call(scope, op, occurrence, args, kwargs,
                           [a.name for a in func._schema.arguments])
         out = func(*args, **kwargs)
-        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_OUT, flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+        outputs = flatten("out", out if isinstance(out, (tuple, list)) else [out])
+        if op.startswith(("aten.empty", "aten.new_empty")):
+            self.uninitialized.update(t.data_ptr() for _, t in outputs if t.numel())
+            return out
+        for _, t in outputs:
+            self.uninitialized.discard(t.data_ptr())
+        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_OUT, outputs)
         return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
 import sys
 
 import torch
@@ -224,7 +225,12 @@ def main(argv=None) -> int:
     planted = sorted(args.nondet)  # the header's config: the same on every rank
     if args.nondet_rank is not None and args.nondet_rank != rank:
         args.nondet = []
+    # Every generator a step could draw from is seeded: the recorder records them all,
+    # and an unseeded one (Python's random, NumPy's) would differ between two runs.
     torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(args.seed)
     if "index-add" in args.nondet:
         torch.use_deterministic_algorithms(False)
     with open(CORPUS, "rb") as f:
