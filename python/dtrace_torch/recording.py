@@ -124,6 +124,7 @@ class Recorder:
         self.level = self.native.level()
         self.replaying = self.native.is_replay()
         self.restored_at: Optional[int] = None
+        self._unrecorded = False
         self.current_step: Optional[int] = None
         self.record_seconds = 0.0
         self._param_names = {id(p): n for n, p in model.named_parameters()}
@@ -151,8 +152,12 @@ class Recorder:
         if replay is not None:
             start = self._restore_nearest(replay)
             n.fast_forward(replay)
+            # Before an isolation the steps run unseen by libdtrace: its repetitions
+            # are written as steps 0, 1, ... and a rank's steps must increase.
+            self._unrecorded = isolating
             for s in range(start, replay):
                 yield s
+            self._unrecorded = False
             if isolating:
                 from .isolation import isolate
                 isolate(self, replay)
@@ -181,6 +186,9 @@ class Recorder:
     def step(self, number: int):
         """Brackets one optimizer step: records the step-start state, and at the end
         the step's time, then writes the step's lines (libdtrace flushes them whole)."""
+        if self._unrecorded:
+            yield self
+            return
         started = time.perf_counter()
         self.current_step = number
         if self._hooks:
