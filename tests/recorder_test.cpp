@@ -423,3 +423,83 @@ TEST_CASE("a capture refuses a digest without bytes: it must write them") {
                     Catch::Contains("DTRACE_CAPTURE needs the tensor's bytes"));
   recorder->end_step();
 }
+
+TEST_CASE("errors say what kind they are: order, argument, environment, io") {
+  TempDir dir;
+  auto kind_of = [](auto&& body) {
+    try {
+      body();
+    } catch (const RecorderError& error) {
+      return error.kind();
+    }
+    FAIL("no RecorderError");
+    return RecorderError::Kind::io;
+  };
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  const std::vector<float> x{1, 2, 3, 4};
+  CHECK(kind_of([&] { recorder->end_step(); }) == RecorderError::Kind::order);
+  recorder->begin_step(0);
+  CHECK(kind_of([&] { recorder->tensor(Level::step, "op", RecordIo::in, "x", view(x, {3})); }) ==
+        RecorderError::Kind::argument);
+  CHECK(kind_of([] { request_from({{"DTRACE_LEVEL", "fine"}}); }) ==
+        RecorderError::Kind::environment);
+  CHECK(kind_of([&] { Recorder::open(options_for(dir / "run"), ReplayRequest{}); }) ==
+        RecorderError::Kind::io);
+}
+
+TEST_CASE("a tensor of an unknown dtype is refused, whatever the level wants") {
+  TempDir dir;
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  const std::vector<float> x{1, 2, 3, 4};
+  recorder->begin_step(0);
+  auto bad = view(x, {4});
+  bad.dtype = "float32";
+  CHECK_THROWS_WITH(recorder->tensor(Level::kernel, "op", RecordIo::in, "x", bad),
+                    Catch::Contains("unknown dtype 'float32'"));
+  auto complex = view(x, {1});
+  complex.dtype = "c128";
+  recorder->tensor(Level::step, "op", RecordIo::in, "z", complex);
+  recorder->end_step();
+}
+
+TEST_CASE("fast-forwarded steps record nothing, and wants() says so") {
+  TempDir dir;
+  SECTION("DTRACE_REPLAY_STEP fast-forwards the steps before it") {
+    auto recorder = Recorder::open(
+        options_for(dir / "run"),
+        request_from({{"DTRACE_REPLAY_STEP", "2"}, {"DTRACE_OUT", dir / "out.jsonl"}}));
+    const std::vector<float> x{1, 2, 3, 4};
+    for (std::int64_t step = 0; step <= 2; ++step) {
+      recorder->begin_step(step);
+      CHECK(recorder->wants(Level::step) == (step == 2));
+      recorder->tensor(Level::step, "param", RecordIo::state, "w", view(x, {4}));
+      recorder->end_step();
+    }
+    recorder.reset();
+    auto run = read_run(dir / "out.jsonl");
+    REQUIRE(run.steps.size() == 1);
+    CHECK(run.steps[0].step == 2);
+  }
+  SECTION("fast_forward(N) in a training run") {
+    auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+    recorder->fast_forward(1);
+    for (std::int64_t step = 0; step < 3; ++step) record_step(*recorder, step, {1, 2, 3, 4});
+    recorder.reset();
+    auto run = read_run(dir / "run");
+    REQUIRE(run.steps.size() == 2);
+    CHECK(run.steps[0].step == 1);
+    CHECK(run.steps[0].status == StepStatus::complete);
+  }
+}
+
+TEST_CASE("dtrace::Scope nests with a recorder and does nothing without one") {
+  TempDir dir;
+  auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});
+  {
+    dtrace::Scope fwd(recorder.get(), "fwd");
+    dtrace::Scope layer(recorder.get(), "layer.0");
+    CHECK(recorder->current_scope() == "fwd/layer.0");
+    dtrace::Scope none(nullptr, "ignored");
+  }
+  CHECK(recorder->current_scope().empty());
+}

@@ -13,7 +13,8 @@
  * never prints. Outputs are written only on success. The functions keep no
  * state between calls and may be called from several threads at once.
  *
- * Link with `pkg-config --cflags --libs dtrace`.
+ * The recorder, which writes logs and answers replays, is <dtrace/recorder.h>,
+ * in the same library. Link with `pkg-config --cflags --libs dtrace`.
  */
 #ifndef DTRACE_DTRACE_H
 #define DTRACE_DTRACE_H
@@ -42,6 +43,19 @@ extern "C" {
 #define DTRACE_ERROR_CUDA 5
 /* An unexpected failure inside the library (a bug: please report it). */
 #define DTRACE_ERROR_INTERNAL 6
+/* The recorder (<dtrace/recorder.h>) adds these. The handle's
+ * dtrace_recorder_last_error() names the variable, file or record. */
+/* A DTRACE_* variable has a bad value, or variables that cannot go together
+ * are set (dtrace-fp(5) lists them). */
+#define DTRACE_ERROR_ENVIRONMENT 7
+/* A file or directory cannot be created, read or written; a run's file exists
+ * already (never overwritten); a capture is damaged. */
+#define DTRACE_ERROR_IO 8
+/* A call out of order: a record outside a step, a step begun twice or not
+ * after the last one, a pop without a push, a handle whose open failed. */
+#define DTRACE_ERROR_ORDER 9
+/* The capture (DTRACE_INPUTS) holds no such record. */
+#define DTRACE_ERROR_NOT_FOUND 10
 
 /* Fingerprint of `bytes` bytes of host memory at `data` (any alignment; data
  * may be NULL when bytes is 0). Uses the calling thread only. */

@@ -12,6 +12,9 @@
 // Errors (a run directory that exists, an unwritable file, a bad DTRACE_*
 // variable) are thrown as dtrace::RecorderError with a message naming the file
 // or variable; a program catches it once in main.
+//
+// The C API (<dtrace/recorder.h>, man dtrace-recorder(3)) wraps this class for
+// other languages: one implementation of the protocol.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +33,19 @@ namespace dtrace {
 
 class RecorderError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  // What went wrong, for callers that branch on it (the C API's error codes).
+  enum class Kind {
+    io,           // a file or directory cannot be created, read or written; a capture is damaged
+    environment,  // a DTRACE_* variable's value, or variables that cannot go together
+    argument,     // a bad argument: options, dtype, shape against byte count, missing data
+    order,        // a call out of order: a record outside a step, a step begun twice
+  };
+  explicit RecorderError(const std::string& message, Kind kind = Kind::io)
+      : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
 };
 
 // Granularity of a record, and of a run (DESIGN.md §1 "level").
@@ -126,6 +141,21 @@ struct RunOptions {
   std::vector<std::pair<std::string, std::string>> env;
   std::string config_json = "{}";
   std::vector<std::string> replay_argv;
+  // Header "replay.cwd": where replay_argv runs; empty: the current directory at open().
+  std::string replay_cwd;
+};
+
+// One record of the capture that DTRACE_INPUTS names (this rank's, of the
+// captured step), as Recorder::captured_records() lists them in seq order.
+struct CapturedRecord {
+  std::string scope, op, io, name;  // io as written: "in", "out", "state", ...
+  int occurrence = 0;               // earlier records with the same scope, op, io, name
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t bytes = 0;   // the size of the captured file (0 when it is missing)
+  std::uint64_t digest = 0;  // the fingerprint the capture recorded
+  std::int64_t step = 0, seq = 0;
+  std::string file;          // the raw bytes' path: <DTRACE_INPUTS>/<name from rank, step, seq>
 };
 
 class Recorder {
@@ -150,12 +180,28 @@ class Recorder {
 
   // The level in force and whether a record of `level` inside the current scope
   // is written (kernel-level records are also filtered by DTRACE_SCOPE).
+  // wants() is also false inside a fast-forwarded step (fast_forward()).
   virtual Level level() const = 0;
   virtual bool wants(Level level) const = 0;
+  // The replay request this recorder was opened with.
+  virtual const ReplayRequest& request() const = 0;
+  // True when a tensor recorded now, in the current scope, would be captured
+  // (DTRACE_CAPTURE, inside DTRACE_SCOPE): it then needs its host bytes.
+  virtual bool captures() const = 0;
 
   virtual void begin_step(std::int64_t step) = 0;
   // Writes the end record for the step and flushes the step's lines.
   virtual void end_step() = 0;
+  // True while a step (or repetition) is open.
+  virtual bool in_step() const = 0;
+
+  // Fast-forward: steps begun before `until_step` run without recording (their
+  // begin_step, records and end_step are accepted and write nothing; wants()
+  // is false), so a program that restored a checkpoint older than the step it
+  // replays runs the steps between with its recording code unchanged.
+  // Under DTRACE_REPLAY_STEP=N open() sets N; -1 records every step. Applies
+  // from the next begin_step().
+  virtual void fast_forward(std::int64_t until_step) = 0;
 
   // Scopes nest; Scope pops on destruction.
   class Scope {
@@ -195,6 +241,13 @@ class Recorder {
   void scalar_f32(Level level, std::string_view op, RecordIo io, std::string_view name, float v);
   void scalar_f64(Level level, std::string_view op, RecordIo io, std::string_view name, double v);
 
+  // Every record of the capture DTRACE_INPUTS names, for this rank's captured
+  // step, in seq order (empty without DTRACE_INPUTS).
+  virtual const std::vector<CapturedRecord>& captured_records() const = 0;
+  // The raw bytes of captured_records()[index], checked against its digest
+  // (throws RecorderError naming the file when they do not match).
+  virtual std::vector<std::byte> read_captured(std::size_t index) const = 0;
+
   // Isolation (DTRACE_ISOLATE + DTRACE_INPUTS): the raw bytes of a tensor that a
   // capture recorded, found by identity; nullopt when the capture lacks it (or
   // without DTRACE_INPUTS). The identity is this rank's record in the captured
@@ -213,6 +266,19 @@ class Recorder {
   Recorder() = default;
   virtual void push_scope(std::string_view part) = 0;
   virtual void pop_scope() = 0;
+};
+
+// A scope that is a no-op when there is no recorder (null): code that runs
+// with and without recording opens scopes the same way, without null checks.
+//   dtrace::Scope layer(recorder, "layer.1");   // recorder may be null
+class Scope {
+ public:
+  Scope(Recorder* recorder, std::string_view part) {
+    if (recorder != nullptr) scope_.emplace(recorder->scope(part));
+  }
+
+ private:
+  std::optional<Recorder::Scope> scope_;
 };
 
 }  // namespace dtrace

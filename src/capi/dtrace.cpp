@@ -1,4 +1,5 @@
-// The C ABI (include/dtrace/dtrace.h) over the C++ library: argument checks,
+// The C ABI of include/dtrace/dtrace.h (the recorder's, recorder.h, is in
+// recorder.cpp) over the C++ library: argument checks,
 // and a catch-all so no exception crosses into C, ctypes or another runtime.
 #include "dtrace/dtrace.h"
 
@@ -88,7 +89,7 @@ const char* dtrace_error_string(int code) {
     case DTRACE_OK:
       return "success";
     case DTRACE_ERROR_INVALID_ARGUMENT:
-      return "invalid argument (a null pointer, or a batch too large)";
+      return "invalid argument (a null pointer, a bad option or record, or a batch too large)";
     case DTRACE_ERROR_CUDA_UNAVAILABLE:
       return "this libdtrace was built without CUDA";
     case DTRACE_ERROR_NO_DEVICE:
@@ -99,6 +100,14 @@ const char* dtrace_error_string(int code) {
       return "a CUDA call failed (invalid pointer or stream, or a kernel fault)";
     case DTRACE_ERROR_INTERNAL:
       return "internal error in libdtrace";
+    case DTRACE_ERROR_ENVIRONMENT:
+      return "a DTRACE_* variable has a bad value, or variables that cannot go together are set";
+    case DTRACE_ERROR_IO:
+      return "a file or directory cannot be created, read or written (or a capture is damaged)";
+    case DTRACE_ERROR_ORDER:
+      return "a call out of order (a record outside a step, a step begun twice, a failed open)";
+    case DTRACE_ERROR_NOT_FOUND:
+      return "the capture holds no such record";
     default:
       return "unknown dtrace error code";
   }

@@ -40,8 +40,13 @@ std::uint64_t fingerprint(const void* data, std::size_t bytes, unsigned threads)
   const auto* base = static_cast<const unsigned char*>(data);
   const std::size_t chunks = (bytes + kFingerprintChunk - 1) / kFingerprintChunk;
   std::vector<std::uint64_t> digests(chunks);
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  if (threads == 1 || bytes < kParallelThreshold || chunks < threads) {
+  // Asked only for large inputs: glibc answers hardware_concurrency() by
+  // reading sysfs (open, read, close), which cost a recorded tensor of 256
+  // bytes 40 us, 50 times its hashing (tools/bench/capi_record.py).
+  if (threads == 0 && bytes >= kParallelThreshold) {
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  }
+  if (threads <= 1 || bytes < kParallelThreshold || chunks < threads) {
     hash_chunks(base, bytes, 0, chunks, digests.data());
   } else {
     std::vector<std::jthread> workers;

@@ -76,7 +76,9 @@ CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
     if (s.rank != rank || s.status != log::StepStatus::complete) continue;
     if (step ? s.step != *step : chosen && s.step >= *chosen) continue;
     chosen = s.step;
-    index.entries_.clear();
+    index.records_.clear();
+    index.digests_.clear();
+    index.by_identity_.clear();
     // Occurrence counts earlier records of the step with the same identity,
     // in seq order (DESIGN.md §3), which is the order the reader hands out.
     std::map<std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>,
@@ -87,8 +89,27 @@ CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
       const int occurrence = seen[{r.scope, r.op, io, r.name}]++;
       Key key{std::string(r.scope), std::string(r.op), std::string(io), std::string(r.name),
               occurrence};
-      index.entries_[std::move(key)] = Entry{capture_file_name(rank, r.step, r.seq), r.digest};
+      index.by_identity_[std::move(key)] = index.records_.size();
+      CapturedRecord c;
+      c.scope = r.scope;
+      c.op = r.op;
+      c.io = io;
+      c.name = r.name;
+      c.occurrence = occurrence;
+      c.dtype = r.dtype;
+      c.shape.assign(r.shape.begin(), r.shape.end());
+      c.digest = r.digest.low;
+      c.step = r.step;
+      c.seq = r.seq;
+      c.file = join(dir, capture_file_name(rank, r.step, r.seq));
+      index.records_.push_back(std::move(c));
+      index.digests_.push_back(r.digest);
     }
+  }
+  for (CapturedRecord& c : index.records_) {
+    std::error_code ec;
+    const auto size = fs::file_size(c.file, ec);
+    c.bytes = ec ? 0 : static_cast<std::uint64_t>(size);
   }
   return index;
 }
@@ -97,9 +118,14 @@ std::optional<std::vector<std::byte>> CaptureIndex::bytes(std::string_view scope
                                                           std::string_view op, std::string_view io,
                                                           std::string_view name,
                                                           int occurrence) const {
-  auto it = entries_.find(std::tuple{scope, op, io, name, occurrence});
-  if (it == entries_.end()) return std::nullopt;
-  const std::string path = join(dir_, it->second.file);
+  auto it = by_identity_.find(std::tuple{scope, op, io, name, occurrence});
+  if (it == by_identity_.end()) return std::nullopt;
+  return read(it->second);
+}
+
+std::vector<std::byte> CaptureIndex::read(std::size_t index) const {
+  const std::string& path = records_.at(index).file;
+  const log::Digest& expected = digests_[index];
   std::ifstream in(path, std::ios::binary);
   if (!in) throw RecorderError(path + ": captured tensor missing (the capture is damaged)");
   std::vector<std::byte> data;
@@ -111,9 +137,9 @@ std::optional<std::vector<std::byte>> CaptureIndex::bytes(std::string_view scope
   // The index's fingerprint vouches for the bytes: a replay from altered inputs
   // would send the bisection after the wrong kernel.
   const auto actual = log::Digest::from_u64(fingerprint(data.data(), data.size(), 0));
-  if (actual != it->second.hash) {
+  if (actual != expected) {
     throw RecorderError(path + ": bytes fingerprint to " + actual.hex() + " but " +
-                        std::string(kCaptureIndex) + " recorded " + it->second.hash.hex() +
+                        std::string(kCaptureIndex) + " recorded " + expected.hex() +
                         " (the capture is damaged)");
   }
   return data;

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "dtrace/recorder.hpp"
 #include "log/record.hpp"
 
 namespace dtrace::recording {
@@ -47,16 +48,19 @@ class CaptureIndex {
                                               std::string_view io, std::string_view name,
                                               int occurrence) const;
 
-  std::size_t size() const { return entries_.size(); }
+  // Every record kept, in seq order, and the bytes of one of them, checked
+  // against its fingerprint (throws RecorderError naming the file).
+  const std::vector<CapturedRecord>& records() const { return records_; }
+  std::vector<std::byte> read(std::size_t index) const;
+
+  std::size_t size() const { return records_.size(); }
 
  private:
-  struct Entry {
-    std::string file;
-    log::Digest hash;
-  };
   using Key = std::tuple<std::string, std::string, std::string, std::string, int>;
   std::string dir_;
-  std::map<Key, Entry, std::less<>> entries_;
+  std::vector<CapturedRecord> records_;
+  std::vector<log::Digest> digests_;  // records_[i]'s fingerprint as the index wrote it
+  std::map<Key, std::size_t, std::less<>> by_identity_;
 };
 
 }  // namespace dtrace::recording

@@ -46,9 +46,14 @@ log::Io to_log_io(RecordIo io) {
   return log::Io::other;
 }
 
-// Bytes per element of the dtypes a recorder checks tensor sizes against;
-// 0 for a dtype it does not know (then the size is taken on trust).
+using Kind = RecorderError::Kind;
+
+// Bytes per element of the dtypes a tensor record may have; 0 for a dtype the
+// recorder does not know, which it refuses: a size it cannot check could be
+// the wrong buffer, and a misspelt dtype would make two runs differ in
+// structure for no reason.
 std::size_t element_size(std::string_view dtype) {
+  if (dtype == "c128") return 16;
   if (dtype == "f64" || dtype == "i64" || dtype == "u64" || dtype == "c64") return 8;
   if (dtype == "f32" || dtype == "i32" || dtype == "u32") return 4;
   if (dtype == "bf16" || dtype == "f16" || dtype == "i16" || dtype == "u16") return 2;
@@ -75,7 +80,8 @@ std::string describe(std::string_view scope, std::string_view op, std::string_vi
 std::string config_text(const std::string& text) {
   const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {
-    throw RecorderError("RunOptions.config_json is not a JSON object: " + text.substr(0, 80));
+    throw RecorderError("RunOptions.config_json is not a JSON object: " + text.substr(0, 80),
+                        Kind::argument);
   }
   std::string out = text;
   for (char& c : out) {
@@ -98,7 +104,8 @@ std::string header_line(const RunOptions& options, Level level) {
   header["env"] = std::move(env);
   if (!options.replay_argv.empty()) {
     std::error_code ec;
-    const fs::path cwd = fs::current_path(ec);
+    const fs::path cwd =
+        options.replay_cwd.empty() ? fs::current_path(ec) : fs::path(options.replay_cwd);
     header["replay"] = {{"argv", options.replay_argv}, {"protocol", kReplayProtocol}};
     if (!ec) header["replay"]["cwd"] = cwd.string();
   }
@@ -112,14 +119,17 @@ std::string header_line(const RunOptions& options, Level level) {
 
 void check_options(const RunOptions& options, const ReplayRequest& request) {
   if (options.world_size < 1) {
-    throw RecorderError("world_size " + std::to_string(options.world_size) + " is not positive");
+    throw RecorderError("world_size " + std::to_string(options.world_size) + " is not positive",
+                        Kind::argument);
   }
   if (options.rank < 0 || options.rank >= options.world_size) {
     throw RecorderError("rank " + std::to_string(options.rank) + " is outside world_size " +
-                        std::to_string(options.world_size));
+                            std::to_string(options.world_size),
+                        Kind::argument);
   }
   if (!request.out && !request.is_replay() && options.run_dir.empty() && !request.run_dir) {
-    throw RecorderError("no run directory given (RunOptions.run_dir) and no DTRACE_OUT");
+    throw RecorderError("no run directory given (RunOptions.run_dir) and no DTRACE_OUT",
+                        Kind::argument);
   }
 }
 
@@ -128,6 +138,7 @@ class RankRecorder final : public Recorder {
   RankRecorder(const RunOptions& options, const ReplayRequest& request)
       : rank_(options.rank), level_(request.level.value_or(options.level)), request_(request) {
     check_options(options, request);
+    if (request.step) fast_forward_until_ = *request.step;
     const std::string header = header_line(options, level_);
     if (request.out) {
       log_ = LogSink::open_shared(*request.out, header, "DTRACE_OUT");
@@ -164,27 +175,64 @@ class RankRecorder final : public Recorder {
   Level level() const override { return level_; }
 
   bool wants(Level level) const override {
-    if (level > level_) return false;
+    if (level > level_ || fast_forwarding_) return false;
     return level != Level::kernel || inside_requested_scope();
+  }
+
+  const ReplayRequest& request() const override { return request_; }
+
+  bool captures() const override {
+    return capture_ != nullptr && !fast_forwarding_ && inside_requested_scope();
+  }
+
+  bool in_step() const override { return step_.has_value(); }
+
+  void fast_forward(std::int64_t until_step) override { fast_forward_until_ = until_step; }
+
+  const std::vector<CapturedRecord>& captured_records() const override {
+    static const std::vector<CapturedRecord> none;
+    return inputs_ ? inputs_->records() : none;
+  }
+
+  std::vector<std::byte> read_captured(std::size_t index) const override {
+    if (!inputs_ || index >= inputs_->size()) {
+      throw RecorderError("captured record " + std::to_string(index) + " does not exist (" +
+                              std::to_string(captured_records().size()) + " captured)",
+                          Kind::argument);
+    }
+    return inputs_->read(index);
   }
 
   void begin_step(std::int64_t step) override {
     if (step_) {
       throw RecorderError("begin_step(" + std::to_string(step) + ") while step " +
-                          std::to_string(*step_) + " is open (call end_step() first)");
+                              std::to_string(*step_) + " is open (call end_step() first)",
+                          Kind::order);
     }
     if (last_step_ && step <= *last_step_) {
       throw RecorderError("begin_step(" + std::to_string(step) + ") after step " +
-                          std::to_string(*last_step_) + ": a rank's steps must increase");
+                              std::to_string(*last_step_) + ": a rank's steps must increase",
+                          Kind::order);
+    }
+    if (step < 0) {
+      throw RecorderError("begin_step(" + std::to_string(step) + "): steps are numbered from 0",
+                          Kind::argument);
     }
     step_ = step;
+    fast_forwarding_ = step < fast_forward_until_;
     repetition_ = false;
     seq_ = 0;
     captured_ = 0;
   }
 
   void end_step() override {
-    if (!step_) throw RecorderError("end_step() without begin_step()");
+    if (!step_) throw RecorderError("end_step() without begin_step()", Kind::order);
+    if (fast_forwarding_) {
+      last_step_ = step_;
+      step_.reset();
+      fast_forwarding_ = false;
+      return;
+    }
     log::append_end_line(lines_, rank_, *step_, seq_);
     if (capture_) log::append_end_line(capture_lines_, rank_, *step_, captured_);
     last_step_ = step_;
@@ -200,9 +248,12 @@ class RankRecorder final : public Recorder {
   void begin_repetition(int k) override {
     if (step_ && !repetition_) {
       throw RecorderError("begin_repetition(" + std::to_string(k) + ") while step " +
-                          std::to_string(*step_) + " is open (call end_step() first)");
+                              std::to_string(*step_) + " is open (call end_step() first)",
+                          Kind::order);
     }
     if (step_) end_step();
+    // Repetitions are numbered from 0 whatever step a replay names.
+    fast_forward_until_ = -1;
     begin_step(k);
     repetition_ = true;
   }
@@ -212,8 +263,8 @@ class RankRecorder final : public Recorder {
   void tensor(Level level, std::string_view op, RecordIo io, std::string_view name,
               const TensorView& tensor) override {
     require_step(op, name);
-    if (!wants(level)) return;
     check_tensor(op, name, tensor);
+    if (!wants(level)) return;
     log::Record record = make_record(op, io, name);
     record.dtype = tensor.dtype;
     record.has_shape = true;
@@ -235,7 +286,8 @@ class RankRecorder final : public Recorder {
     const int digits = scalar_digits(dtype);
     if (digits == 0) {
       throw RecorderError(describe(scope_, op, name) + ": scalar dtype '" + std::string(dtype) +
-                          "' is not one of f64, f32, bf16, f16 or an integer type");
+                              "' is not one of f64, f32, bf16, f16 or an integer type",
+                          Kind::argument);
     }
     if (!wants(level)) return;
     log::Record record = make_record(op, io, name);
@@ -291,7 +343,8 @@ class RankRecorder final : public Recorder {
   void require_step(std::string_view op, std::string_view name) const {
     if (!step_) {
       throw RecorderError(describe(scope_, op, name) +
-                          " recorded outside a step (call begin_step() first)");
+                              " recorded outside a step (call begin_step() first)",
+                          Kind::order);
     }
   }
 
@@ -303,28 +356,37 @@ class RankRecorder final : public Recorder {
       // capture must write them.
       if (!tensor.digest) {
         throw RecorderError(describe(scope_, op, name) + ": no data for " +
-                            std::to_string(tensor.bytes) + " bytes");
+                                std::to_string(tensor.bytes) + " bytes",
+                            Kind::argument);
       }
-      if (capture_ && inside_requested_scope()) {
+      if (captures()) {
         throw RecorderError(describe(scope_, op, name) +
-                            ": DTRACE_CAPTURE needs the tensor's bytes, and only its digest was "
-                            "handed over");
+                                ": DTRACE_CAPTURE needs the tensor's bytes, and only its digest "
+                                "was handed over",
+                            Kind::argument);
       }
     }
     std::size_t elements = 1;
     for (std::int64_t extent : tensor.shape) {
       if (extent < 0 ||
           __builtin_mul_overflow(elements, static_cast<std::size_t>(extent), &elements)) {
-        throw RecorderError(describe(scope_, op, name) + ": invalid shape");
+        throw RecorderError(describe(scope_, op, name) + ": invalid shape (an extent < 0)",
+                            Kind::argument);
       }
     }
     const std::size_t size = element_size(tensor.dtype);
+    if (size == 0) {
+      throw RecorderError(describe(scope_, op, name) + ": unknown dtype '" +
+                              std::string(tensor.dtype) +
+                              "' (f64 f32 bf16 f16 f8* c64 c128 i8..i64 u8..u64 bool)",
+                          Kind::argument);
+    }
     std::size_t expected = 0;
-    if (size != 0 &&
-        (__builtin_mul_overflow(elements, size, &expected) || expected != tensor.bytes)) {
+    if (__builtin_mul_overflow(elements, size, &expected) || expected != tensor.bytes) {
       throw RecorderError(describe(scope_, op, name) + ": " + std::to_string(tensor.bytes) +
-                          " bytes, but " + std::to_string(elements) + " elements of " +
-                          std::string(tensor.dtype) + " take " + std::to_string(expected));
+                              " bytes, but " + std::to_string(elements) + " elements of " +
+                              std::string(tensor.dtype) + " take " + std::to_string(expected),
+                          Kind::argument);
     }
   }
 
@@ -353,6 +415,8 @@ class RankRecorder final : public Recorder {
   std::optional<std::int64_t> step_;  // the open step
   std::optional<std::int64_t> last_step_;
   bool repetition_ = false;    // the open step was begun by begin_repetition()
+  std::int64_t fast_forward_until_ = -1;  // steps before this one are not recorded
+  bool fast_forwarding_ = false;          // the open step is one of them
   std::int64_t seq_ = 0;       // records of the open step so far
   std::int64_t captured_ = 0;  // captured records of the open step so far
   std::string lines_;          // the open step's log lines

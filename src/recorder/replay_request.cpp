@@ -41,7 +41,7 @@ std::optional<std::string> lookup(const Variables& variables, const char* name) 
   message += value;
   message += ": ";
   message += why;
-  throw RecorderError(message);
+  throw RecorderError(message, RecorderError::Kind::environment);
 }
 
 // The whole text as a decimal integer: "12abc", "+3", " 3" and overflow are not.

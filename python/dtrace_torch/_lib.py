@@ -1,0 +1,322 @@
+"""The ctypes binding of libdtrace's C API (<dtrace/dtrace.h>, <dtrace/recorder.h>).
+
+Nothing here is compiled against a torch version: one package serves every torch.
+The protocol (log, replay request, captures, multi-process outputs) is libdtrace's;
+this file only moves arguments across the C boundary and turns error codes into
+exceptions carrying libdtrace's own message.
+
+Where libdtrace is looked for, first found wins:
+  1. DTRACE_LIBRARY, a path to libdtrace.so (the one variable for a build tree);
+  2. the path meson wrote into _paths.py when it installed or built this package;
+  3. the dynamic linker's search path (ldconfig, LD_LIBRARY_PATH).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from typing import List, Optional, Sequence, Tuple
+
+from .errors import CaptureError, LibraryNotFound, RecorderError
+
+LEVEL_STEP, LEVEL_LAYER, LEVEL_KERNEL = 0, 1, 2
+LEVELS = {"step": LEVEL_STEP, "layer": LEVEL_LAYER, "kernel": LEVEL_KERNEL}
+IO_IN, IO_OUT, IO_STATE, IO_METRIC, IO_TIMING = 0, 1, 2, 3, 4
+
+OK, ERROR_NOT_FOUND, ERROR_CUDA_UNAVAILABLE, ERROR_NO_DEVICE = 0, 10, 2, 3
+
+_c = ctypes
+_p = _c.c_void_p
+
+
+class RunOptions(_c.Structure):
+    _fields_ = [("run_dir", _c.c_char_p), ("run_name", _c.c_char_p), ("rank", _c.c_int32),
+                ("world_size", _c.c_int32), ("level", _c.c_int32), ("env_json", _c.c_char_p),
+                ("config_json", _c.c_char_p), ("replay_argv", _c.POINTER(_c.c_char_p)),
+                ("replay_argc", _c.c_size_t), ("replay_cwd", _c.c_char_p)]
+
+
+class CapturedRecord(_c.Structure):
+    _fields_ = [("scope", _c.c_char_p), ("op", _c.c_char_p), ("io", _c.c_int32),
+                ("occurrence", _c.c_int32), ("name", _c.c_char_p), ("dtype", _c.c_char_p),
+                ("shape", _c.POINTER(_c.c_int64)), ("ndim", _c.c_size_t), ("bytes", _c.c_uint64),
+                ("digest", _c.c_uint64), ("step", _c.c_int64), ("seq", _c.c_int64),
+                ("file", _c.c_char_p)]
+
+
+def _candidates() -> List[str]:
+    found = []
+    explicit = os.environ.get("DTRACE_LIBRARY")
+    if explicit:
+        return [explicit]
+    try:
+        from . import _paths  # written by meson (install and build tree)
+        found.append(_paths.LIBDTRACE)
+    except ImportError:
+        pass
+    system = ctypes.util.find_library("dtrace")
+    found.append(system or "libdtrace.so")
+    return found
+
+
+def _load() -> ctypes.CDLL:
+    tried = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+            continue
+        if not hasattr(lib, "dtrace_recorder_open"):
+            tried.append(f"{path} (a libdtrace without the recorder C API)")
+            continue
+        return lib
+    raise LibraryNotFound("libdtrace could not be loaded; tried: " + "; ".join(tried) +
+                          ". Set DTRACE_LIBRARY to the path of libdtrace.so (in a build tree: "
+                          "build/src/capi/libdtrace.so), or install dtrace with `meson install`.")
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    i32p, i64p = _c.POINTER(_c.c_int32), _c.POINTER(_c.c_int64)
+    strp = _c.POINTER(_c.c_char_p)
+    sig = {
+        "dtrace_fingerprint_host": ([_p, _c.c_size_t, _c.POINTER(_c.c_uint64)], _c.c_int),
+        "dtrace_fingerprint_device_batch": ([_c.POINTER(_p), _c.POINTER(_c.c_size_t), _c.c_size_t, _p,
+                                             _c.POINTER(_c.c_uint64)], _c.c_int),
+        "dtrace_version": ([], _c.c_char_p),
+        "dtrace_error_string": ([_c.c_int], _c.c_char_p),
+        "dtrace_run_options_init": ([_c.POINTER(RunOptions)], None),
+        "dtrace_recorder_open": ([_c.POINTER(RunOptions), _c.POINTER(_p)], _c.c_int),
+        "dtrace_recorder_close": ([_p], _c.c_int),
+        "dtrace_recorder_last_error": ([_p], _c.c_char_p),
+        "dtrace_recorder_level": ([_p, i32p], _c.c_int),
+        "dtrace_recorder_wants": ([_p, _c.c_int32, i32p], _c.c_int),
+        "dtrace_recorder_captures": ([_p, i32p], _c.c_int),
+        "dtrace_recorder_is_replay": ([_p, i32p], _c.c_int),
+        "dtrace_recorder_replay_step": ([_p, i64p], _c.c_int),
+        "dtrace_recorder_scope_prefix": ([_p, strp], _c.c_int),
+        "dtrace_recorder_capture_dir": ([_p, strp], _c.c_int),
+        "dtrace_recorder_isolate_scope": ([_p, strp], _c.c_int),
+        "dtrace_recorder_isolate_op": ([_p, strp], _c.c_int),
+        "dtrace_recorder_isolate_occurrence": ([_p, i32p], _c.c_int),
+        "dtrace_recorder_inputs_dir": ([_p, strp], _c.c_int),
+        "dtrace_recorder_repeat": ([_p, i32p], _c.c_int),
+        "dtrace_recorder_checkpoint_dir": ([_p, strp], _c.c_int),
+        "dtrace_recorder_stop_at": ([_p, i64p], _c.c_int),
+        "dtrace_recorder_resume_at": ([_p, i64p], _c.c_int),
+        "dtrace_recorder_deterministic": ([_p, i32p], _c.c_int),
+        "dtrace_recorder_push_scope": ([_p, _c.c_char_p], _c.c_int),
+        "dtrace_recorder_pop_scope": ([_p], _c.c_int),
+        "dtrace_recorder_current_scope": ([_p, strp], _c.c_int),
+        "dtrace_recorder_begin_step": ([_p, _c.c_int64], _c.c_int),
+        "dtrace_recorder_end_step": ([_p], _c.c_int),
+        "dtrace_recorder_fast_forward": ([_p, _c.c_int64], _c.c_int),
+        "dtrace_recorder_tensor": ([_p, _c.c_int32, _c.c_char_p, _c.c_int32, _c.c_char_p, _c.c_char_p,
+                                    i64p, _c.c_size_t, _p, _c.c_size_t], _c.c_int),
+        "dtrace_recorder_tensor_digest": ([_p, _c.c_int32, _c.c_char_p, _c.c_int32, _c.c_char_p,
+                                           _c.c_char_p, i64p, _c.c_size_t, _c.c_uint64, _p,
+                                           _c.c_size_t], _c.c_int),
+        "dtrace_recorder_scalar": ([_p, _c.c_int32, _c.c_char_p, _c.c_int32, _c.c_char_p, _c.c_char_p,
+                                    _c.c_uint64, _c.c_double], _c.c_int),
+        "dtrace_recorder_begin_repetition": ([_p, _c.c_int32], _c.c_int),
+        "dtrace_recorder_captured_count": ([_p, _c.POINTER(_c.c_size_t)], _c.c_int),
+        "dtrace_recorder_captured_record": ([_p, _c.c_size_t, _c.POINTER(CapturedRecord)], _c.c_int),
+        "dtrace_recorder_captured_find": ([_p, _c.c_char_p, _c.c_char_p, _c.c_int32, _c.c_char_p,
+                                           _c.c_int32, _c.POINTER(_c.c_size_t)], _c.c_int),
+        "dtrace_recorder_captured_read": ([_p, _c.c_size_t, _p, _c.c_size_t], _c.c_int),
+    }
+    for name, (argtypes, restype) in sig.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, restype
+
+
+_LIB: Optional[ctypes.CDLL] = None
+
+
+def lib() -> ctypes.CDLL:
+    """libdtrace, loaded and declared on first use (importing the package loads nothing)."""
+    global _LIB
+    if _LIB is None:
+        loaded = _load()
+        _declare(loaded)
+        _LIB = loaded
+    return _LIB
+
+
+def _b(text: Optional[str]) -> Optional[bytes]:
+    return None if text is None else text.encode()
+
+
+def _s(raw: Optional[bytes]) -> Optional[str]:
+    return None if raw is None else raw.decode()
+
+
+class CudaUnavailable(RecorderError):
+    """This libdtrace was built without its device code."""
+
+
+def version() -> str:
+    return _s(lib().dtrace_version())
+
+
+def fingerprint_host(address: int, nbytes: int) -> int:
+    out = _c.c_uint64()
+    code = lib().dtrace_fingerprint_host(_p(address), nbytes, _c.byref(out))
+    if code != OK:
+        raise RecorderError(f"dtrace_fingerprint_host: {_s(lib().dtrace_error_string(code))}")
+    return out.value
+
+
+def fingerprint_device_batch(addresses: Sequence[int], sizes: Sequence[int], stream: int) -> List[int]:
+    n = len(addresses)
+    data = (_p * n)(*addresses)
+    nbytes = (_c.c_size_t * n)(*sizes)
+    out = (_c.c_uint64 * n)()
+    code = lib().dtrace_fingerprint_device_batch(data, nbytes, n, _p(stream or None), out)
+    if code == ERROR_CUDA_UNAVAILABLE:
+        raise CudaUnavailable(_s(lib().dtrace_error_string(code)))
+    if code != OK:
+        raise RecorderError(f"dtrace_fingerprint_device_batch: {_s(lib().dtrace_error_string(code))}")
+    return list(out)
+
+
+class Native:
+    """One dtrace_recorder handle (one rank)."""
+
+    def __init__(self, *, run_dir: Optional[str], run_name: str, rank: int, world_size: int, level: int,
+                 env_json: str, config_json: str, replay_argv: Sequence[str], replay_cwd: Optional[str]):
+        self._lib = lib()
+        options = RunOptions()
+        self._lib.dtrace_run_options_init(_c.byref(options))
+        # The bytes objects must outlive the call: keep them on the instance.
+        self._keep = [_b(run_dir), _b(run_name), _b(env_json), _b(config_json), _b(replay_cwd)]
+        argv = [_b(a) for a in replay_argv]
+        self._keep.append(argv)
+        options.run_dir, options.run_name = self._keep[0], self._keep[1]
+        options.rank, options.world_size, options.level = rank, world_size, level
+        options.env_json, options.config_json = self._keep[2], self._keep[3]
+        options.replay_argv = (_c.c_char_p * max(1, len(argv)))(*argv)
+        options.replay_argc = len(argv)
+        options.replay_cwd = self._keep[4]
+        handle = _p()
+        code = self._lib.dtrace_recorder_open(_c.byref(options), _c.byref(handle))
+        self._h = handle
+        if code != OK:
+            message = self._message(code)
+            self._lib.dtrace_recorder_close(handle)
+            self._h = None
+            raise RecorderError(message)
+
+    def _message(self, code: int) -> str:
+        text = _s(self._lib.dtrace_recorder_last_error(self._h)) if self._h else ""
+        return text or _s(self._lib.dtrace_error_string(code))
+
+    def _check(self, code: int) -> None:
+        if code != OK:
+            raise RecorderError(self._message(code))
+
+    def _get(self, fn, ctype):
+        out = ctype()
+        self._check(fn(self._h, _c.byref(out)))
+        return out.value
+
+    # The request and the level in force.
+    def level(self) -> int: return self._get(self._lib.dtrace_recorder_level, _c.c_int32)
+    def captures(self) -> bool: return bool(self._get(self._lib.dtrace_recorder_captures, _c.c_int32))
+    def is_replay(self) -> bool: return bool(self._get(self._lib.dtrace_recorder_is_replay, _c.c_int32))
+
+    def wants(self, level: int) -> bool:
+        out = _c.c_int32()
+        self._check(self._lib.dtrace_recorder_wants(self._h, level, _c.byref(out)))
+        return bool(out.value)
+
+    def _opt_int(self, fn, ctype=_c.c_int64) -> Optional[int]:
+        v = self._get(fn, ctype)
+        return None if v < 0 else v
+
+    def replay_step(self) -> Optional[int]: return self._opt_int(self._lib.dtrace_recorder_replay_step)
+    def stop_at(self) -> Optional[int]: return self._opt_int(self._lib.dtrace_recorder_stop_at)
+    def resume_at(self) -> Optional[int]: return self._opt_int(self._lib.dtrace_recorder_resume_at)
+
+    def deterministic(self) -> Optional[bool]:
+        v = self._get(self._lib.dtrace_recorder_deterministic, _c.c_int32)
+        return None if v < 0 else bool(v)
+
+    def isolate_occurrence(self) -> Optional[int]:
+        return self._opt_int(self._lib.dtrace_recorder_isolate_occurrence, _c.c_int32)
+
+    def repeat(self) -> int: return self._get(self._lib.dtrace_recorder_repeat, _c.c_int32)
+    def scope_prefix(self) -> str: return _s(self._get(self._lib.dtrace_recorder_scope_prefix, _c.c_char_p)) or ""
+    def capture_dir(self) -> Optional[str]: return _s(self._get(self._lib.dtrace_recorder_capture_dir, _c.c_char_p))
+    def isolate_scope(self) -> Optional[str]: return _s(self._get(self._lib.dtrace_recorder_isolate_scope, _c.c_char_p))
+    def isolate_op(self) -> Optional[str]: return _s(self._get(self._lib.dtrace_recorder_isolate_op, _c.c_char_p))
+    def inputs_dir(self) -> Optional[str]: return _s(self._get(self._lib.dtrace_recorder_inputs_dir, _c.c_char_p))
+    def checkpoint_dir(self) -> Optional[str]: return _s(self._get(self._lib.dtrace_recorder_checkpoint_dir, _c.c_char_p))
+
+    # Scopes and steps.
+    def push_scope(self, part: str) -> None: self._check(self._lib.dtrace_recorder_push_scope(self._h, part.encode()))
+    def pop_scope(self) -> None: self._check(self._lib.dtrace_recorder_pop_scope(self._h))
+    def current_scope(self) -> str: return _s(self._get(self._lib.dtrace_recorder_current_scope, _c.c_char_p))
+    def begin_step(self, step: int) -> None: self._check(self._lib.dtrace_recorder_begin_step(self._h, step))
+    def end_step(self) -> None: self._check(self._lib.dtrace_recorder_end_step(self._h))
+    def fast_forward(self, until: int) -> None: self._check(self._lib.dtrace_recorder_fast_forward(self._h, until))
+    def begin_repetition(self, k: int) -> None: self._check(self._lib.dtrace_recorder_begin_repetition(self._h, k))
+
+    # Records.
+    def tensor(self, level: int, op: str, io: int, name: str, dtype: str, shape: Tuple[int, ...],
+               address: int, nbytes: int, digest: Optional[int] = None) -> None:
+        dims = (_c.c_int64 * max(1, len(shape)))(*shape)
+        if digest is None:
+            code = self._lib.dtrace_recorder_tensor(self._h, level, op.encode(), io, name.encode(), dtype.encode(),
+                                                    dims, len(shape), _p(address or None), nbytes)
+        else:
+            code = self._lib.dtrace_recorder_tensor_digest(self._h, level, op.encode(), io, name.encode(),
+                                                           dtype.encode(), dims, len(shape), digest,
+                                                           _p(address or None), nbytes)
+        self._check(code)
+
+    def scalar(self, level: int, op: str, io: int, name: str, dtype: str, bits: int, value: float) -> None:
+        self._check(self._lib.dtrace_recorder_scalar(self._h, level, op.encode(), io, name.encode(),
+                                                     dtype.encode(), bits, value))
+
+    # Captures (isolation).
+    def captured(self) -> List[dict]:
+        """This rank's captured records of the captured step, in seq order."""
+        count = self._get(self._lib.dtrace_recorder_captured_count, _c.c_size_t)
+        records = []
+        for i in range(count):
+            r = CapturedRecord()
+            self._check(self._lib.dtrace_recorder_captured_record(self._h, i, _c.byref(r)))
+            records.append({"index": i, "scope": _s(r.scope), "op": _s(r.op), "io": r.io,
+                             "occurrence": r.occurrence, "name": _s(r.name), "dtype": _s(r.dtype),
+                             "shape": tuple(r.shape[k] for k in range(r.ndim)), "bytes": r.bytes,
+                             "step": r.step, "seq": r.seq, "file": _s(r.file)})
+        return records
+
+    def captured_find(self, scope: str, op: str, io: int, name: str, occurrence: int) -> Optional[int]:
+        index = _c.c_size_t()
+        code = self._lib.dtrace_recorder_captured_find(self._h, scope.encode(), op.encode(), io, name.encode(),
+                                                       occurrence, _c.byref(index))
+        if code == ERROR_NOT_FOUND:
+            return None
+        self._check(code)
+        return index.value
+
+    def captured_read(self, index: int, address: int, capacity: int) -> None:
+        code = self._lib.dtrace_recorder_captured_read(self._h, index, _p(address or None), capacity)
+        if code != OK:
+            raise CaptureError(self._message(code))
+
+    def close(self) -> None:
+        if self._h is not None:
+            h, self._h = self._h, None
+            code = self._lib.dtrace_recorder_close(h)
+            if code != OK:
+                raise RecorderError(_s(self._lib.dtrace_error_string(code)))
+
+    def __del__(self):
+        try:
+            if getattr(self, "_h", None) is not None:
+                self._lib.dtrace_recorder_close(self._h)
+        except Exception:
+            pass

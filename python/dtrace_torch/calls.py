@@ -1,0 +1,110 @@
+"""How a module or an op was called, beside its captured tensors, so isolation can
+call it again: the arguments' structure with each tensor named as its record, and
+every other argument's value (sizes, dims, scalars, flags, dtypes). Written under
+DTRACE_CAPTURE to <capture>/torch-calls-r<rank>.jsonl; an argument whose type
+cannot be written is marked, and isolating that call says so instead of guessing."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+from .errors import CaptureError
+
+
+class Unrecordable(Exception):
+    pass
+
+
+def encode(value: Any, name: str) -> Any:
+    """The JSON form of one argument; tensors become {"tensor": record name}."""
+    if isinstance(value, torch.Tensor):
+        return {"tensor": name, "requires_grad": bool(value.requires_grad), "device": str(value.device)}
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return {"float": value.hex()}
+    if isinstance(value, (list, tuple)):
+        items = [encode(v, f"{name}.{i}") for i, v in enumerate(value)]
+        return items if isinstance(value, list) else {"tuple": items}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"dict": {k: encode(v, f"{name}.{k}") for k, v in value.items()}}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).replace("torch.", "")}
+    if isinstance(value, torch.device):
+        return {"device": str(value)}
+    if isinstance(value, torch.layout):
+        return {"layout": str(value).replace("torch.", "")}
+    if isinstance(value, torch.memory_format):
+        return {"memory_format": str(value).replace("torch.", "")}
+    raise Unrecordable(f"argument {name} of type {type(value).__name__}")
+
+
+def decode(value: Any, load_tensor) -> Any:
+    if isinstance(value, list):
+        return [decode(v, load_tensor) for v in value]
+    if isinstance(value, dict):
+        if "tensor" in value:
+            return load_tensor(value["tensor"], value)
+        if "float" in value:
+            return float.fromhex(value["float"])
+        if "tuple" in value:
+            return tuple(decode(v, load_tensor) for v in value["tuple"])
+        if "dict" in value:
+            return {k: decode(v, load_tensor) for k, v in value["dict"].items()}
+        if "dtype" in value:
+            return getattr(torch, value["dtype"])
+        if "device" in value:
+            return torch.device(value["device"])
+        if "layout" in value:
+            return getattr(torch, value["layout"])
+        if "memory_format" in value:
+            return getattr(torch, value["memory_format"])
+    return value
+
+
+def path(capture_dir: str, rank: int) -> str:
+    return os.path.join(capture_dir, f"torch-calls-r{rank}.jsonl")
+
+
+class CallLog:
+    """Appends one line per recorded call while a capture is active."""
+
+    def __init__(self, capture_dir: str, rank: int):
+        self._file = open(path(capture_dir, rank), "a", encoding="utf-8")
+
+    def write(self, step: int, scope: str, op: str, occurrence: int, args: Tuple, kwargs: Dict,
+              names=None) -> None:
+        """`names`: the record name of each positional argument (an op's schema
+        names); None: input.<i>, input.<key> as module inputs are recorded."""
+        entry: Dict[str, Any] = {"step": step, "scope": scope, "op": op, "occurrence": occurrence}
+        try:
+            entry["args"] = [encode(a, names[i] if names and i < len(names) else f"input.{i}")
+                             for i, a in enumerate(args)]
+            entry["kwargs"] = {k: encode(v, k if names else f"input.{k}") for k, v in kwargs.items()}
+        except Unrecordable as e:
+            entry["unrecordable"] = str(e)
+        self._file.write(json.dumps(entry) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read(inputs_dir: str, rank: int, step: int, scope: str, op: Optional[str]) -> list:
+    """The calls of `scope` (and `op`, when given) captured at `step`, in order."""
+    file = path(inputs_dir, rank)
+    if not os.path.isfile(file):
+        raise CaptureError(f"{file}: missing: {inputs_dir} was not captured by dtrace_torch for rank {rank}")
+    found = []
+    with open(file, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            try:
+                entry = json.loads(line)
+            except ValueError as e:
+                raise CaptureError(f"{file}:{number}: not JSON ({e})") from e
+            if entry.get("step") == step and entry.get("scope") == scope and (op is None or entry.get("op") == op):
+                found.append(entry)
+    return found

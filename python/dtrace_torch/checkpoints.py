@@ -1,0 +1,134 @@
+"""Checkpoints of everything a step depends on: the model, the optimizer, every RNG
+(torch CPU, each CUDA device in use, Python ``random``, NumPy when imported) and the
+extra stateful objects handed to the Recorder (a data sampler's position).
+
+A checkpoint holds the state at the *start* of a step, in ``<dir>/step-<K>.pt``,
+written to a temporary file and renamed so a crash never leaves half a checkpoint
+(the same rule as minitrain's). It also holds the model's signature (parameter and
+buffer names, shapes, dtypes) so that restoring one written for another model is an
+error naming the difference instead of a silent partial load.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import random
+import re
+import sys
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import torch
+
+from .errors import CheckpointError
+
+_NAME = re.compile(r"^step-(\d+)\.pt$")
+# torch 2.6 made torch.load default to weights_only=True, which refuses the RNG
+# states (tuples, NumPy arrays) a checkpoint holds; this file was written by this
+# package, so it is loaded in full where torch has the switch.
+_TRUSTED = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
+
+
+def path_of(directory: str, step: int) -> str:
+    return os.path.join(directory, f"step-{step}.pt")
+
+
+def steps_in(directory: str) -> List[int]:
+    """The steps that have a checkpoint in `directory`, in increasing order."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_NAME.match, names) if m)
+
+
+def nearest(directory: str, step: int) -> Optional[int]:
+    """The newest checkpointed step at or before `step`, or None."""
+    found = [k for k in steps_in(directory) if k <= step]
+    return found[-1] if found else None
+
+
+def signature(model: torch.nn.Module) -> List[Tuple[str, List[int], str]]:
+    return [(name, list(t.shape), str(t.dtype)) for name, t in model.state_dict().items()]
+
+
+def rng_state() -> Dict[str, Any]:
+    """Every random generator a PyTorch step may draw from."""
+    state: Dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        state["numpy"] = numpy.random.get_state()
+    return state
+
+
+def set_rng_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    numpy = sys.modules.get("numpy")
+    if "numpy" in state and numpy is not None:
+        numpy.random.set_state(state["numpy"])
+
+
+def save(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+         extra: Mapping[str, Any]) -> str:
+    """Writes the state at the start of `step` atomically; returns the file."""
+    os.makedirs(directory, exist_ok=True)
+    payload = {
+        "format": "dtrace_torch-checkpoint/1",
+        "step": step,
+        "signature": signature(model),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "rng": rng_state(),
+        "extra": {name: obj.state_dict() for name, obj in extra.items()},
+    }
+    final = path_of(directory, step)
+    temporary = f"{final}.tmp.{os.getpid()}"
+    try:
+        with open(temporary, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, final)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return final
+
+
+def load(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+         extra: Mapping[str, Any], restore_extra: bool = True) -> None:
+    """Restores the state at the start of `step` from its checkpoint, or raises
+    CheckpointError naming the file and what does not fit."""
+    path = path_of(directory, step)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"{path}: no checkpoint of step {step} (checkpoints in {directory}: "
+                              f"{steps_in(directory) or 'none'})")
+    try:
+        payload = torch.load(path, map_location="cpu", **_TRUSTED)
+    except Exception as e:  # a torn or foreign file: say which
+        raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
+    if not isinstance(payload, dict) or payload.get("format") != "dtrace_torch-checkpoint/1":
+        raise CheckpointError(f"{path}: not a dtrace_torch checkpoint")
+    mine, theirs = signature(model), [tuple(x) for x in payload["signature"]]
+    mine = [tuple(x) for x in mine]
+    if mine != theirs:
+        missing = sorted(set(n for n, *_ in mine) - set(n for n, *_ in theirs))
+        unexpected = sorted(set(n for n, *_ in theirs) - set(n for n, *_ in mine))
+        changed = sorted(n for (n, *a) in mine for (m, *b) in theirs if n == m and a != b)
+        raise CheckpointError(f"{path}: written for another model (missing {missing[:5]}, "
+                              f"unexpected {unexpected[:5]}, shape or dtype changed {changed[:5]})")
+    model.load_state_dict(payload["model"])
+    if optimizer is not None:
+        if payload["optimizer"] is None:
+            raise CheckpointError(f"{path}: holds no optimizer state")
+        optimizer.load_state_dict(payload["optimizer"])
+    if restore_extra:
+        for name, obj in extra.items():
+            if name not in payload["extra"]:
+                raise CheckpointError(f"{path}: holds no state for '{name}'")
+            obj.load_state_dict(payload["extra"][name])
+    set_rng_state(payload["rng"])

@@ -1,0 +1,66 @@
+"""Tensors as the bytes libdtrace fingerprints: logical, contiguous, row-major order,
+with the dtype names of dtrace-fp(5). Host tensors are hashed by libdtrace on the
+CPU; CUDA tensors on their device, on the tensor's current stream, in one batch per
+group of records, never copied to the host to be hashed."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+# dtrace-fp(5) dtype names. Types torch has only in some versions are added when present.
+_DTYPES: Dict[torch.dtype, str] = {
+    torch.float64: "f64", torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+    torch.uint8: "u8", torch.bool: "bool", torch.complex64: "c64", torch.complex128: "c128",
+}
+for _name, _short in (("float8_e4m3fn", "f8e4m3"), ("float8_e5m2", "f8e5m2"), ("uint16", "u16"),
+                      ("uint32", "u32"), ("uint64", "u64")):
+    if hasattr(torch, _name):
+        _DTYPES[getattr(torch, _name)] = _short
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return _DTYPES.get(dtype) or str(dtype).replace("torch.", "")
+
+
+def logical(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes in logical order: detached, conjugation and negation bits
+    resolved (where this torch has them), contiguous."""
+    t = t.detach()
+    if hasattr(t, "resolve_conj"):
+        t = t.resolve_conj()
+    if hasattr(t, "resolve_neg"):
+        t = t.resolve_neg()
+    if getattr(t, "is_sparse", False) or t.layout != torch.strided:
+        t = t.to_dense()
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def device_digests(tensors: Sequence[torch.Tensor], lib) -> List[Optional[int]]:
+    """xxh3-64k/1 of CUDA tensors on their device, one batched call per device, on
+    each device's current stream. Host tensors get None (libdtrace hashes them)."""
+    out: List[Optional[int]] = [None] * len(tensors)
+    by_device: Dict[int, List[int]] = {}
+    for i, t in enumerate(tensors):
+        if t.is_cuda:
+            by_device.setdefault(t.device.index, []).append(i)
+    for device, indices in by_device.items():
+        with torch.cuda.device(device):
+            stream = torch.cuda.current_stream().cuda_stream
+            try:
+                digests = lib.fingerprint_device_batch(
+                    [tensors[i].data_ptr() for i in indices], [nbytes(tensors[i]) for i in indices], stream)
+            except lib.CudaUnavailable:
+                return out  # this libdtrace has no device code: the caller hashes on the host
+        for i, d in zip(indices, digests):
+            out[i] = d
+    return out
+
+
+def shape_of(t: torch.Tensor) -> Tuple[int, ...]:
+    return tuple(int(s) for s in t.shape)

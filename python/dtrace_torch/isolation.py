@@ -1,0 +1,186 @@
+"""DTRACE_ISOLATE: one module, or one ATen op, run alone from captured inputs,
+DTRACE_REPEAT times, each repetition recorded as its own step (dtrace-fp(5)).
+
+Generic by construction: a module is found by its qualified name in the model and
+called with the arguments it was called with (tensors from the capture, other
+values from torch-calls-r<rank>.jsonl), from the RNG state it started with, with
+the model's parameters restored to the step's start (DTRACE_REPLAY_STEP). An op is
+found by its overload name (torch.ops.<namespace>.<name>.<overload>) and called
+with its captured tensor arguments and recorded non-tensor arguments; it needs no
+model state at all. What cannot be re-run alone raises CaptureError saying why."""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from . import _lib, calls
+from .errors import CaptureError
+from .fingerprints import _DTYPES
+
+_TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}
+
+
+def resolve_op(name: str):
+    """torch.ops.aten.mm.default from "aten.mm.default"; CaptureError when unknown."""
+    parts = name.split(".")
+    if len(parts) < 3:
+        raise CaptureError(f"DTRACE_ISOLATE op {name!r}: not an ATen overload name (namespace.op.overload)")
+    try:
+        packet = getattr(getattr(torch.ops, parts[0]), ".".join(parts[1:-1]))
+        return getattr(packet, parts[-1])
+    except (AttributeError, RuntimeError) as e:
+        raise CaptureError(f"DTRACE_ISOLATE op {name!r}: no such operator in this process "
+                           f"(is the library that registers it imported?): {e}") from e
+
+
+class Loader:
+    """Tensors of the capture, by record identity, as fresh tensors."""
+
+    def __init__(self, rec, scope: str, op: str):
+        self.rec, self.scope, self.op = rec, scope, op
+
+    def tensor(self, name: str, occurrence: int, device: Optional[str] = None,
+               requires_grad: bool = False) -> torch.Tensor:
+        native = self.rec.native
+        index = native.captured_find(self.scope, self.op, _lib.IO_IN, name, occurrence)
+        if index is None:
+            raise CaptureError(f"{native.inputs_dir()}: no captured input '{name}' of {self.scope} {self.op} "
+                               f"(occurrence {occurrence}) for rank {self.rec.rank}")
+        record = native.captured()[index]
+        dtype = _TORCH_DTYPES.get(record["dtype"])
+        if dtype is None:
+            raise CaptureError(f"captured input '{name}' of {self.scope}: dtype {record['dtype']} unknown to torch")
+        t = torch.empty(record["shape"], dtype=dtype)
+        size = t.numel() * t.element_size()
+        if size != record["bytes"]:
+            raise CaptureError(f"captured input '{name}' of {self.scope}: {record['bytes']} bytes for shape "
+                               f"{list(record['shape'])} of {record['dtype']}")
+        native.captured_read(index, t.data_ptr() if size else 0, size)
+        if device and device != "cpu":
+            t = t.to(device)
+        if requires_grad and t.is_floating_point():
+            t.requires_grad_(True)
+        return t
+
+
+def _module(model: torch.nn.Module, name: str) -> torch.nn.Module:
+    modules = dict(model.named_modules())
+    if name not in modules:
+        close = [m for m in modules if m and (name in m or m in name)][:5]
+        raise CaptureError(f"DTRACE_ISOLATE: no module named {name!r} in this model"
+                           + (f" (similar: {close})" if close else ""))
+    return modules[name]
+
+
+def _entries(rec, scope: str, op: Optional[str], step: int) -> List[Dict[str, Any]]:
+    native = rec.native
+    entries = calls.read(native.inputs_dir(), rec.rank, step, scope, op)
+    wanted = native.isolate_occurrence()
+    if wanted is not None:
+        entries = [e for e in entries if e["occurrence"] == wanted]
+    if not entries:
+        raise CaptureError(f"{native.inputs_dir()}: no captured call of {scope}"
+                           + (f" {op}" if op else "") + f" at step {step} for rank {rec.rank}")
+    for e in entries:
+        if "unrecordable" in e:
+            raise CaptureError(f"{scope} {e['op']} cannot be re-run alone: its {e['unrecordable']} "
+                               "could not be recorded")
+    return entries
+
+
+def isolate(rec, step: Optional[int]) -> None:
+    rec.sink.active = True
+    try:
+        _isolate(rec, step)
+    finally:
+        rec.sink.active = False
+
+
+def _isolate(rec, step: Optional[int]) -> None:
+    native = rec.native
+    scope, op = native.isolate_scope(), native.isolate_op()
+    records = native.captured()
+    if not records:
+        raise CaptureError(f"{native.inputs_dir()}: the capture holds no record for rank {rec.rank}")
+    captured_step = records[0]["step"]
+    repeat = native.repeat()
+    if op:
+        _isolate_op(rec, scope, op, captured_step, repeat)
+    elif scope.startswith("fwd/"):
+        _isolate_module(rec, scope, captured_step, repeat, step)
+    else:
+        raise CaptureError(f"DTRACE_ISOLATE={scope}: only module scopes fwd/<module> and single ops "
+                           "(scope::op) can be re-run alone by dtrace_torch")
+
+
+def _isolate_module(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
+    if step is None:
+        raise CaptureError(f"DTRACE_ISOLATE={scope}: a module is re-run with the parameters of its step: "
+                           "set DTRACE_REPLAY_STEP too")
+    name = scope[len("fwd/"):]
+    module = _module(rec.model, name)
+    op = type(module).__name__
+    entries = _entries(rec, scope, op, captured_step)
+    loader = Loader(rec, scope, op)
+    for k in range(repeat):
+        rec.native.begin_repetition(k)
+        rec.current_step = k
+        if rec._hooks:
+            rec._hooks.new_step()
+        if rec._mode:
+            rec._mode.new_step()
+        for e in entries:
+            occ = e["occurrence"]
+            args = calls.decode(e["args"], lambda n, spec: loader.tensor(n, occ, spec.get("device"),
+                                                                         spec.get("requires_grad", False)))
+            kwargs = calls.decode({"dict": e["kwargs"]}, lambda n, spec: loader.tensor(
+                n, occ, spec.get("device"), spec.get("requires_grad", False)))
+            for rng_name, setter in (("rng.cpu", torch.set_rng_state), ("rng.cuda", _set_cuda_rng)):
+                if rec.native.captured_find(scope, op, _lib.IO_IN, rng_name, occ) is not None:
+                    setter(loader.tensor(rng_name, occ))
+            rec.sink.set_scope("step")
+            mode = rec._mode if rec._mode is not None else contextlib.nullcontext()
+            try:
+                with mode:
+                    module(*args, **kwargs)
+            except (RuntimeError, TypeError, ValueError) as e:
+                raise CaptureError(f"the captured inputs of {scope} do not fit module {name} ({op}): {e}") from e
+    rec.native.end_step()
+
+
+def _set_cuda_rng(state: torch.Tensor) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.set_rng_state(state)
+
+
+def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> None:
+    func = resolve_op(op)
+    if any("Generator" in str(a.type) for a in func._schema.arguments):
+        raise CaptureError(f"{scope} {op} draws random numbers from a generator whose state is not captured "
+                           "per op: it cannot be re-run alone (isolate its module instead)")
+    entries = _entries(rec, scope, op, captured_step)
+    loader = Loader(rec, scope, op)
+    for k in range(repeat):
+        rec.native.begin_repetition(k)
+        rec.current_step = k
+        if rec._mode:
+            rec._mode.new_step()
+        rec.sink.set_scope(scope)
+        for e in entries:
+            occ = e["occurrence"]
+            load = lambda n, spec: loader.tensor(n, occ, spec.get("device"))
+            args = calls.decode(e["args"], load)
+            kwargs = calls.decode({"dict": e["kwargs"]}, load)
+            if rec._mode is not None:
+                with rec._mode:
+                    func(*args, **kwargs)
+            else:  # recorded at a level below kernel: still record the op
+                from .dispatch import named_inputs
+                from .records import flatten
+                rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_IN, named_inputs(func, args, kwargs))
+                out = func(*args, **kwargs)
+                rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_OUT,
+                                  flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+    rec.native.end_step()

@@ -1,0 +1,327 @@
+"""The Recorder: what a training loop adds to become a dtrace workload.
+
+    rec = dtrace_torch.Recorder(model, optimizer, run_dir="runs/a", checkpoint_dir="ckpt/a",
+                                checkpoint_every=100, state={"data": sampler})
+    for step in rec.steps(total_steps):
+        batch = next(batches)
+        with rec.step(step):
+            loss = model(batch); loss.backward(); optimizer.step(); optimizer.zero_grad()
+            rec.metric("loss", loss)
+
+The log, the replay request, captures and multi-process outputs are libdtrace's
+(through its C API, _lib.py); this class decides what PyTorch state to hand it and
+when, and answers the replay protocol's requests for restore and isolation.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
+
+import torch
+
+from . import _lib, checkpoints, environment
+from .calls import CallLog
+from .collectives import Collectives
+from .dispatch import OpRecorder, named_inputs
+from .errors import CheckpointError, DtraceError
+from .hooks import ModuleHooks
+from .records import Sink, flatten, state_values
+
+# Private variables through which a run's replay command carries what the workflow
+# variables changed (DTRACE_* workflow variables are refused in a replay).
+CHECKPOINT_DIR_VARIABLE = "TORCH_DTRACE_CHECKPOINT_DIR"
+DETERMINISTIC_VARIABLE = "TORCH_DTRACE_DETERMINISTIC"
+
+
+def _distributed() -> tuple:
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    if os.environ.get("RANK") and os.environ.get("WORLD_SIZE"):  # torchrun, before init_process_group
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return 0, 1
+
+
+def _as_tensor(value: Any) -> torch.Tensor:
+    """A number as a 0-d tensor of its exact type (Python floats are f64)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, float):
+        return torch.tensor(value, dtype=torch.float64)
+    return torch.tensor(value)
+
+
+def _replay_argv(checkpoint_dir: Optional[str], deterministic: Optional[str]) -> list:
+    argv = [sys.executable] + [os.path.abspath(sys.argv[0]) if sys.argv and os.path.isfile(sys.argv[0])
+                               else (sys.argv[0] if sys.argv else "")] + sys.argv[1:]
+    pinned = []
+    if checkpoint_dir:
+        pinned.append(f"{CHECKPOINT_DIR_VARIABLE}={os.path.abspath(checkpoint_dir)}")
+    if deterministic:
+        pinned.append(f"{DETERMINISTIC_VARIABLE}={deterministic}")
+    return [shutil.which("env") or "/usr/bin/env"] + pinned + argv if pinned else argv
+
+
+class Recorder:
+    """Records one rank of a PyTorch training job and answers dtrace's replays.
+
+    model, optimizer: what a step changes; both are checkpointed and recorded.
+    run_dir: where the run's log goes (<run_dir>/rank<r>.jsonl); never appended to.
+    checkpoint_dir, checkpoint_every: the state at the start of every
+      checkpoint_every-th step (and of step 0) goes to <checkpoint_dir>/step-<K>.pt;
+      replays restore from the nearest one.
+    state: further objects with state_dict()/load_state_dict() (a data sampler),
+      checkpointed, restored and recorded with the model.
+    level: "step", "layer" or "kernel" for a normal run (DTRACE_LEVEL overrides).
+    rank, world_size: default from torch.distributed when it is initialized.
+    config: extra header config (the program's own switches).
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
+                 run_dir: Optional[str] = None, checkpoint_dir: Optional[str] = None,
+                 checkpoint_every: int = 0, state: Optional[Mapping[str, Any]] = None,
+                 level: str = "step", run_name: Optional[str] = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, config: Optional[Mapping[str, Any]] = None,
+                 replay_argv: Optional[Sequence[str]] = None, backward_hooks: bool = True):
+        if level not in _lib.LEVELS:
+            raise ValueError(f"level={level!r}: not one of step, layer, kernel")
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every={checkpoint_every}: not >= 0")
+        for name, obj in (state or {}).items():
+            if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
+                raise TypeError(f"state[{name!r}]: {type(obj).__name__} has no state_dict/load_state_dict")
+        self.model, self.optimizer = model, optimizer
+        self.extra: Dict[str, Any] = dict(state or {})
+        self.checkpoint_every = checkpoint_every
+        self.backward_hooks = backward_hooks
+        dist_rank, dist_world = _distributed()
+        self.rank = dist_rank if rank is None else rank
+        self.world_size = dist_world if world_size is None else world_size
+
+        # Workflow variables that must survive into this run's replays, and the
+        # private ones a replay command carries them in.
+        workflow_dir = os.environ.get("DTRACE_CHECKPOINT_DIR") or None
+        pinned_dir = os.environ.get(CHECKPOINT_DIR_VARIABLE) or None
+        deterministic = os.environ.get("DTRACE_DETERMINISTIC") or os.environ.get(DETERMINISTIC_VARIABLE) or None
+        if deterministic in ("0", "1"):
+            environment.apply_deterministic(deterministic == "1")
+        self.checkpoint_dir = workflow_dir or pinned_dir or checkpoint_dir
+        header_config = environment.config(dict(config or {}))
+        if deterministic in ("0", "1"):
+            header_config["deterministic"] = deterministic == "1"
+        argv = list(replay_argv) if replay_argv is not None else _replay_argv(
+            workflow_dir or pinned_dir, deterministic)
+        self.native = _lib.Native(run_dir=run_dir, run_name=run_name or (os.path.basename(run_dir) if run_dir else ""),
+                                  rank=self.rank, world_size=self.world_size, level=_lib.LEVELS[level],
+                                  env_json=json.dumps(environment.env()), config_json=json.dumps(header_config),
+                                  replay_argv=argv, replay_cwd=None)
+        self.sink = Sink(self.native)
+        self.level = self.native.level()
+        self.replaying = self.native.is_replay()
+        self.restored_at: Optional[int] = None
+        self._unrecorded = False
+        self.current_step: Optional[int] = None
+        self.record_seconds = 0.0
+        self._param_names = {id(p): n for n, p in model.named_parameters()}
+        capture = self.native.capture_dir()
+        self._calls = CallLog(capture, self.rank) if capture else None
+        self._hooks = ModuleHooks(self, model) if self.level >= _lib.LEVEL_LAYER else None
+        self._mode = OpRecorder(self) if self.level >= _lib.LEVEL_KERNEL else None
+        self._collectives = Collectives(self) if self.level >= _lib.LEVEL_LAYER and self.world_size > 1 else None
+        self._patch_optimizer()
+
+    # ---- the loop ----------------------------------------------------------
+    def steps(self, total: int) -> Iterator[int]:
+        """The step numbers to run. Normally 0 .. total-1 (from DTRACE_RESUME_AT, up
+        to DTRACE_STOP_AT), checkpointing as asked. Under DTRACE_REPLAY_STEP=N it
+        restores the nearest checkpoint, yields the steps up to N (recorded only
+        from N), and exits the process with status 0 after step N: nothing of the
+        program after its loop runs in a replay. DTRACE_STOP_AT exits the same way."""
+        n = self.native
+        replay = n.replay_step()
+        isolating = n.isolate_scope() is not None
+        if isolating and replay is None:
+            from .isolation import isolate
+            isolate(self, None)
+            self._exit()
+        if replay is not None:
+            start = self._restore_nearest(replay)
+            n.fast_forward(replay)
+            # Before an isolation the steps run unseen by libdtrace: its repetitions
+            # are written as steps 0, 1, ... and a rank's steps must increase.
+            self._unrecorded = isolating
+            for s in range(start, replay):
+                yield s
+            self._unrecorded = False
+            if isolating:
+                from .isolation import isolate
+                isolate(self, replay)
+            else:
+                yield replay
+            self._exit()
+        start, stop = 0, n.stop_at()
+        resume = n.resume_at()
+        if resume is not None:
+            self._restore(resume)
+            start = resume
+        end = total if stop is None else stop
+        if start == 0 and self.checkpoint_dir:
+            self._save(0)
+        for s in range(start, end):
+            yield s
+            following = s + 1
+            if self.checkpoint_dir and (following == stop or (
+                    self.checkpoint_every and following % self.checkpoint_every == 0 and following < total)):
+                self._save(following)
+        if stop is not None:
+            self._exit()
+        self.close()
+
+    @contextlib.contextmanager
+    def step(self, number: int):
+        """Brackets one optimizer step: records the step-start state, and at the end
+        the step's time, then writes the step's lines (libdtrace flushes them whole)."""
+        if self._unrecorded:
+            yield self
+            return
+        started = time.perf_counter()
+        self.current_step = number
+        if self._hooks:
+            self._hooks.new_step()
+        if self._mode:
+            self._mode.new_step()
+        self.native.begin_step(number)
+        self.sink.active = True
+        self.sink.set_scope("step")
+        with self._timed():
+            self._record_state()
+        mode = self._mode if self._mode is not None else contextlib.nullcontext()
+        try:
+            with mode:
+                yield self
+            self.sink.set_scope("step")
+            self.sink.scalar(_lib.LEVEL_STEP, "time", _lib.IO_TIMING, "step_seconds",
+                             time.perf_counter() - started)
+            self.native.end_step()
+        finally:
+            self.sink.active = False
+            self.current_step = None
+
+    def metric(self, name: str, value: Any) -> None:
+        """A metric (loss, grad norm) by its exact bits: a number or a one-element tensor."""
+        previous = self.sink.set_scope("step")
+        with self._timed():
+            self.sink.scalar(_lib.LEVEL_STEP, name, _lib.IO_METRIC, name, value)
+        self.sink.set_scope(previous)
+
+    def record(self, op: str, tensors: Mapping[str, torch.Tensor], io: str = "out", level: str = "step") -> None:
+        """Any further named tensors, in the current scope (the batch, a logit)."""
+        ios = {"in": _lib.IO_IN, "out": _lib.IO_OUT, "state": _lib.IO_STATE}
+        with self._timed():
+            self.sink.tensors_(_lib.LEVELS[level], op, ios[io], list(tensors.items()))
+
+    def close(self) -> None:
+        if self.optimizer is not None and "step" in vars(self.optimizer):
+            del self.optimizer.step  # the class's own step again
+        if self._hooks:
+            self._hooks.remove()
+            self._hooks = None
+        if self._collectives:
+            self._collectives.remove()
+            self._collectives = None
+        if self._calls:
+            self._calls.close()
+            self._calls = None
+        self.native.close()
+
+    # ---- what the loop does not see -------------------------------------------
+    @contextlib.contextmanager
+    def _timed(self):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.record_seconds += time.perf_counter() - t
+
+    def _exit(self) -> None:
+        self.close()
+        raise SystemExit(0)
+
+    def _record_state(self) -> None:
+        sink, lvl, st = self.sink, _lib.LEVEL_STEP, _lib.IO_STATE
+        if not self.native.wants(lvl):
+            return
+        sink.tensors_(lvl, "param", st, list(self.model.named_parameters()))
+        sink.tensors_(lvl, "buffer", st, [(n, b) for n, b in self.model.named_buffers() if b is not None])
+        if self.optimizer is not None:
+            items = []
+            for p, s in self.optimizer.state.items():
+                pname = self._param_names.get(id(p), f"param{id(p)}")
+                for key, value in s.items():
+                    items.append((f"{pname}.{key}", _as_tensor(value)))
+            sink.tensors_(lvl, "optim", st, items)
+        rng = [("torch.cpu", torch.get_rng_state())]
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            rng += [(f"torch.cuda.{i}", s) for i, s in enumerate(torch.cuda.get_rng_state_all())]
+        state = checkpoints.rng_state()
+        rng.append(("python", torch.tensor(list(state["python"][1]), dtype=torch.int64)))
+        if "numpy" in state:
+            rng.append(("numpy", torch.tensor(state["numpy"][1].astype("int64"))))
+        sink.tensors_(lvl, "rng", st, rng)
+        # Numbers as 0-d tensors (i64, f64, bool): state is compared by fingerprint.
+        for name, obj in self.extra.items():
+            sink.tensors_(lvl, name, st, [(key, _as_tensor(value)) for key, value in state_values(name, obj.state_dict())])
+
+    def _patch_optimizer(self) -> None:
+        """The gradients as the optimizer sees them, before it steps, and its own
+        kernels under scope "opt". torch 2.x has step pre-hooks, 1.13 does not: the
+        bound step method is wrapped instead (same effect, any torch)."""
+        if self.optimizer is None:
+            return
+        opt, rec = self.optimizer, self
+        original = opt.step
+
+        def step(*args, **kwargs):
+            if rec.current_step is not None:
+                rec.sink.set_scope("step")
+                with rec._timed():
+                    rec.sink.tensors_(_lib.LEVEL_STEP, "grads", _lib.IO_OUT,
+                                      [(n, p.grad) for n, p in rec.model.named_parameters() if p.grad is not None])
+                rec.sink.set_scope("opt")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                rec.sink.set_scope("step")
+
+        opt.step = step
+
+    def _restore_nearest(self, step: int) -> int:
+        if not self.checkpoint_dir:
+            raise CheckpointError(f"DTRACE_REPLAY_STEP={step}: this run has no checkpoint_dir to restore from")
+        found = checkpoints.nearest(self.checkpoint_dir, step)
+        if found is None:
+            raise CheckpointError(f"DTRACE_REPLAY_STEP={step}: no checkpoint at or before step {step} in "
+                                  f"{self.checkpoint_dir} (it has: {checkpoints.steps_in(self.checkpoint_dir) or 'none'})")
+        self._restore(found)
+        return found
+
+    def _restore(self, step: int) -> None:
+        if not self.checkpoint_dir:
+            raise CheckpointError(f"restoring step {step}: this run has no checkpoint_dir")
+        checkpoints.load(self.checkpoint_dir, step, self.model, self.optimizer, self.extra)
+        self.restored_at = step
+
+    def _save(self, step: int) -> None:
+        if self.replaying:  # a replay writes nothing of the user's
+            return
+        checkpoints.save(self.checkpoint_dir, step, self.model, self.optimizer, self.extra)
+
+    def log_call(self, scope: str, op: str, occurrence: int, args, kwargs, names=None) -> None:
+        if self._calls is not None and self.native.captures():
+            self._calls.write(self.current_step if self.current_step is not None else -1, scope, op,
+                              occurrence, args, kwargs, names)

@@ -1,0 +1,441 @@
+// The recorder's C API (include/dtrace/recorder.h) as a C caller sees it: a
+// log that the ordinary reader reads back, the replay request as plain values,
+// fast-forward, isolation's captured records, and every kind of bad input
+// answered with a code and a message naming what was wrong, never a crash.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dtrace/recorder.h"
+#include "fingerprint/fingerprint.hpp"
+#include "recorder_support.hpp"
+
+using test_support::read_run;
+using test_support::TempDir;
+
+namespace {
+
+// A handle opened from "NAME=VALUE" strings, closed at scope end.
+struct Handle {
+  dtrace_recorder* h = nullptr;
+  int code = -1;
+  Handle(const std::string& run_dir, const std::vector<std::string>& variables,
+         int32_t level = DTRACE_LEVEL_KERNEL) {
+    dtrace_run_options options;
+    dtrace_run_options_init(&options);
+    options.run_dir = run_dir.c_str();
+    options.run_name = "c";
+    options.level = level;
+    std::vector<const char*> pointers;
+    for (const auto& v : variables) pointers.push_back(v.c_str());
+    code = dtrace_recorder_open_with(&options, pointers.data(), pointers.size(), &h);
+  }
+  ~Handle() { dtrace_recorder_close(h); }
+  std::string error() const { return dtrace_recorder_last_error(h); }
+};
+
+const std::vector<float> kValues{1.5f, -2.0f, 0.25f, 8.0f};
+const int64_t kShape[] = {2, 2};
+
+int record(dtrace_recorder* h, const char* op, const char* name, int32_t io = DTRACE_IO_OUT,
+           int32_t level = DTRACE_LEVEL_KERNEL) {
+  return dtrace_recorder_tensor(h, level, op, io, name, "f32", kShape, 2, kValues.data(),
+                                kValues.size() * sizeof(float));
+}
+
+}  // namespace
+
+TEST_CASE("C API: a recorded step reads back with its records, scopes and exact bits") {
+  TempDir dir;
+  Handle r(dir / "run", {});
+  REQUIRE(r.code == DTRACE_OK);
+  REQUIRE(dtrace_recorder_begin_step(r.h, 0) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_push_scope(r.h, "fwd") == DTRACE_OK);
+  REQUIRE(dtrace_recorder_push_scope(r.h, "layer.1") == DTRACE_OK);
+  const char* scope = nullptr;
+  REQUIRE(dtrace_recorder_current_scope(r.h, &scope) == DTRACE_OK);
+  CHECK(std::string(scope) == "fwd/layer.1");
+  REQUIRE(record(r.h, "gemm", "y") == DTRACE_OK);
+  const uint64_t digest = 0x0123456789abcdefULL;
+  REQUIRE(dtrace_recorder_tensor_digest(r.h, DTRACE_LEVEL_KERNEL, "gemm", DTRACE_IO_OUT, "z", "bf16",
+                                        kShape, 2, digest, nullptr, 8) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_pop_scope(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_pop_scope(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_scalar(r.h, DTRACE_LEVEL_STEP, "loss", DTRACE_IO_METRIC, "loss", "f32",
+                                 0x80000000u, -0.0) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+  r.h = nullptr;
+
+  auto run = read_run(dir / "run");
+  const auto& step = run.step(0, 0);
+  REQUIRE(step.records.size() == 3);
+  CHECK(step.records[0].scope == "fwd/layer.1");
+  CHECK(step.records[0].digest.low == dtrace::fingerprint(kValues.data(), 16));
+  CHECK(step.records[1].digest.low == digest);
+  CHECK(step.records[1].dtype == "bf16");
+  CHECK(step.records[2].scope == "");
+  CHECK(step.records[2].digest.hex() == "80000000");
+}
+
+TEST_CASE("C API: the replay request as plain values") {
+  TempDir dir;
+  SECTION("a normal run") {
+    Handle r(dir / "run", {}, DTRACE_LEVEL_LAYER);
+    REQUIRE(r.code == DTRACE_OK);
+    int32_t level = -1, replay = -1, repeat = -1, det = 5, occurrence = 5;
+    int64_t step = 0, stop = 0, resume = 0;
+    const char *prefix = nullptr, *capture = "x", *isolate = "x", *op = "x", *inputs = "x",
+               *ckpt = "x";
+    REQUIRE(dtrace_recorder_level(r.h, &level) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_is_replay(r.h, &replay) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_replay_step(r.h, &step) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_scope_prefix(r.h, &prefix) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_capture_dir(r.h, &capture) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_isolate_scope(r.h, &isolate) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_isolate_op(r.h, &op) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_isolate_occurrence(r.h, &occurrence) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_inputs_dir(r.h, &inputs) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_repeat(r.h, &repeat) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_checkpoint_dir(r.h, &ckpt) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_stop_at(r.h, &stop) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_resume_at(r.h, &resume) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_deterministic(r.h, &det) == DTRACE_OK);
+    CHECK(level == DTRACE_LEVEL_LAYER);
+    CHECK(replay == 0);
+    CHECK(step == -1);
+    CHECK(std::string(prefix).empty());
+    CHECK(capture == nullptr);
+    CHECK(isolate == nullptr);
+    CHECK(op == nullptr);
+    CHECK(occurrence == -1);
+    CHECK(inputs == nullptr);
+    CHECK(repeat == 1);
+    CHECK(ckpt == nullptr);
+    CHECK(stop == -1);
+    CHECK(resume == -1);
+    CHECK(det == -1);
+  }
+  SECTION("a replay") {
+    // A capture to isolate from (DTRACE_INPUTS needs a readable index).
+    {
+      Handle c(dir / "unused", {"DTRACE_OUT=" + dir / "cap.jsonl", "DTRACE_REPLAY_STEP=3",
+                                "DTRACE_CAPTURE=" + dir / "cap"});
+      REQUIRE(c.code == DTRACE_OK);
+    }
+    Handle r(dir / "run",
+             {"DTRACE_OUT=" + dir / "out.jsonl", "DTRACE_REPLAY_STEP=3", "DTRACE_LEVEL=kernel",
+              "DTRACE_SCOPE=fwd/layer.1", "DTRACE_ISOLATE=fwd/layer.1::gemm",
+              "DTRACE_INPUTS=" + dir / "cap", "DTRACE_REPEAT=4", "DTRACE_DETERMINISTIC=0",
+              "PATH=/ignored"},
+             DTRACE_LEVEL_STEP);
+    INFO(r.error());
+    REQUIRE(r.code == DTRACE_OK);
+    int32_t level = -1, replay = -1, repeat = -1, det = 5;
+    int64_t step = 0;
+    const char *prefix = nullptr, *isolate = nullptr, *op = nullptr, *inputs = nullptr;
+    REQUIRE(dtrace_recorder_level(r.h, &level) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_is_replay(r.h, &replay) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_replay_step(r.h, &step) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_scope_prefix(r.h, &prefix) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_isolate_scope(r.h, &isolate) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_isolate_op(r.h, &op) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_inputs_dir(r.h, &inputs) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_repeat(r.h, &repeat) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_deterministic(r.h, &det) == DTRACE_OK);
+    CHECK(level == DTRACE_LEVEL_KERNEL);
+    CHECK(replay == 1);
+    CHECK(step == 3);
+    CHECK(std::string(prefix) == "fwd/layer.1");
+    CHECK(std::string(isolate) == "fwd/layer.1");
+    CHECK(std::string(op) == "gemm");
+    CHECK(std::string(inputs) == dir / "cap");
+    CHECK(repeat == 4);
+    CHECK(det == 0);
+  }
+}
+
+TEST_CASE("C API: steps before DTRACE_REPLAY_STEP are fast-forwarded, recording nothing") {
+  TempDir dir;
+  Handle r(dir / "run", {"DTRACE_OUT=" + dir / "out.jsonl", "DTRACE_REPLAY_STEP=2"});
+  REQUIRE(r.code == DTRACE_OK);
+  for (int64_t step = 0; step <= 2; ++step) {
+    REQUIRE(dtrace_recorder_begin_step(r.h, step) == DTRACE_OK);
+    int32_t wanted = -1;
+    REQUIRE(dtrace_recorder_wants(r.h, DTRACE_LEVEL_STEP, &wanted) == DTRACE_OK);
+    CHECK(wanted == (step == 2 ? 1 : 0));
+    REQUIRE(record(r.h, "param", "w", DTRACE_IO_STATE, DTRACE_LEVEL_STEP) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+  }
+  REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+  r.h = nullptr;
+  auto run = read_run(dir / "out.jsonl");
+  REQUIRE(run.steps.size() == 1);
+  CHECK(run.steps[0].step == 2);
+  CHECK(run.steps[0].records.size() == 1);
+}
+
+TEST_CASE("C API: dtrace_recorder_fast_forward skips the steps the program names") {
+  TempDir dir;
+  Handle r(dir / "run", {});
+  REQUIRE(r.code == DTRACE_OK);
+  REQUIRE(dtrace_recorder_fast_forward(r.h, 2) == DTRACE_OK);
+  for (int64_t step = 0; step < 4; ++step) {
+    REQUIRE(dtrace_recorder_begin_step(r.h, step) == DTRACE_OK);
+    REQUIRE(record(r.h, "gemm", "y") == DTRACE_OK);
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+  }
+  REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+  r.h = nullptr;
+  auto run = read_run(dir / "run");
+  REQUIRE(run.steps.size() == 2);
+  CHECK(run.steps[0].step == 2);
+  CHECK(run.steps[1].step == 3);
+}
+
+TEST_CASE("C API: isolation lists the captured records, finds and reads them") {
+  TempDir dir;
+  {
+    Handle c(dir / "unused", {"DTRACE_OUT=" + dir / "cap.jsonl", "DTRACE_REPLAY_STEP=1",
+                              "DTRACE_SCOPE=fwd", "DTRACE_CAPTURE=" + dir / "cap"});
+    REQUIRE(c.code == DTRACE_OK);
+    int32_t captures = -1;
+    REQUIRE(dtrace_recorder_begin_step(c.h, 1) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_captures(c.h, &captures) == DTRACE_OK);
+    CHECK(captures == 0);  // outside DTRACE_SCOPE
+    REQUIRE(dtrace_recorder_push_scope(c.h, "fwd") == DTRACE_OK);
+    REQUIRE(dtrace_recorder_captures(c.h, &captures) == DTRACE_OK);
+    CHECK(captures == 1);
+    REQUIRE(record(c.h, "gemm", "x", DTRACE_IO_IN) == DTRACE_OK);
+    REQUIRE(record(c.h, "gemm", "x", DTRACE_IO_IN) == DTRACE_OK);
+    // A capture needs the bytes: a digest alone is refused, saying why.
+    CHECK(dtrace_recorder_tensor_digest(c.h, DTRACE_LEVEL_KERNEL, "gemm", DTRACE_IO_OUT, "y", "f32",
+                                        kShape, 2, 1, nullptr, 16) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(c.error(), Catch::Contains("DTRACE_CAPTURE needs the tensor's bytes"));
+    REQUIRE(dtrace_recorder_end_step(c.h) == DTRACE_OK);
+  }
+  Handle r(dir / "run", {"DTRACE_OUT=" + dir / "iso.jsonl", "DTRACE_ISOLATE=fwd",
+                         "DTRACE_INPUTS=" + dir / "cap", "DTRACE_REPEAT=2"});
+  INFO(r.error());
+  REQUIRE(r.code == DTRACE_OK);
+  size_t count = 0;
+  REQUIRE(dtrace_recorder_captured_count(r.h, &count) == DTRACE_OK);
+  REQUIRE(count == 2);
+  dtrace_captured_record c;
+  REQUIRE(dtrace_recorder_captured_record(r.h, 1, &c) == DTRACE_OK);
+  CHECK(std::string(c.scope) == "fwd");
+  CHECK(std::string(c.op) == "gemm");
+  CHECK(c.io == DTRACE_IO_IN);
+  CHECK(std::string(c.name) == "x");
+  CHECK(c.occurrence == 1);
+  CHECK(std::string(c.dtype) == "f32");
+  REQUIRE(c.ndim == 2);
+  CHECK(c.shape[0] == 2);
+  CHECK(c.bytes == 16);
+  CHECK(c.digest == dtrace::fingerprint(kValues.data(), 16));
+  CHECK(c.step == 1);
+  CHECK(std::filesystem::exists(c.file));
+  CHECK(dtrace_recorder_captured_record(r.h, 2, &c) == DTRACE_ERROR_INVALID_ARGUMENT);
+
+  size_t index = 9;
+  REQUIRE(dtrace_recorder_captured_find(r.h, "fwd", "gemm", DTRACE_IO_IN, "x", 1, &index) == DTRACE_OK);
+  CHECK(index == 1);
+  CHECK(dtrace_recorder_captured_find(r.h, "fwd", "gemm", DTRACE_IO_IN, "w", 0, &index) ==
+        DTRACE_ERROR_NOT_FOUND);
+  CHECK_THAT(r.error(), Catch::Contains("'w'"));
+  std::vector<float> back(4);
+  CHECK(dtrace_recorder_captured_read(r.h, 0, back.data(), 8) == DTRACE_ERROR_INVALID_ARGUMENT);
+  REQUIRE(dtrace_recorder_captured_read(r.h, 0, back.data(), 16) == DTRACE_OK);
+  CHECK(back == kValues);
+
+  // A damaged capture is an I/O error naming the file, not bytes handed on.
+  dtrace_recorder_captured_record(r.h, 0, &c);
+  { std::ofstream(c.file, std::ios::binary) << "0123456789abcdef"; }
+  CHECK(dtrace_recorder_captured_read(r.h, 0, back.data(), 16) == DTRACE_ERROR_IO);
+  CHECK_THAT(r.error(), Catch::Contains(c.file));
+
+  for (int32_t k = 0; k < 2; ++k) {
+    REQUIRE(dtrace_recorder_begin_repetition(r.h, k) == DTRACE_OK);
+    REQUIRE(record(r.h, "gemm", "y") == DTRACE_OK);
+  }
+  // An open repetition is ended normally at close.
+  CHECK(dtrace_recorder_close(r.h) == DTRACE_OK);
+  r.h = nullptr;
+  auto run = read_run(dir / "iso.jsonl");
+  REQUIRE(run.steps.size() == 2);
+  CHECK(run.steps[1].status == dtrace::log::StepStatus::complete);
+}
+
+TEST_CASE("C API: bad input is a code and a message, never a crash") {
+  TempDir dir;
+  SECTION("null pointers") {
+    CHECK(dtrace_recorder_open(nullptr, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    dtrace_recorder* h = nullptr;
+    CHECK(dtrace_recorder_open(nullptr, &h) == DTRACE_ERROR_INVALID_ARGUMENT);
+    REQUIRE(h != nullptr);  // the handle that says why
+    CHECK_THAT(dtrace_recorder_last_error(h), Catch::Contains("options is NULL"));
+    CHECK(dtrace_recorder_begin_step(h, 0) == DTRACE_ERROR_ORDER);
+    CHECK(dtrace_recorder_close(h) == DTRACE_OK);
+    CHECK(dtrace_recorder_close(nullptr) == DTRACE_OK);
+    CHECK(std::string(dtrace_recorder_last_error(nullptr)).size() > 0);
+    CHECK(dtrace_recorder_begin_step(nullptr, 0) == DTRACE_ERROR_INVALID_ARGUMENT);
+    int32_t level = 0;
+    CHECK(dtrace_recorder_level(nullptr, &level) == DTRACE_ERROR_INVALID_ARGUMENT);
+
+    Handle r(dir / "run", {});
+    REQUIRE(r.code == DTRACE_OK);
+    CHECK(dtrace_recorder_level(r.h, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_push_scope(r.h, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    REQUIRE(dtrace_recorder_begin_step(r.h, 0) == DTRACE_OK);
+    CHECK(dtrace_recorder_tensor(r.h, 0, nullptr, 0, "x", "f32", kShape, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_tensor(r.h, 0, "op", 0, nullptr, "f32", kShape, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_tensor(r.h, 0, "op", 0, "x", nullptr, kShape, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_tensor(r.h, 0, "op", 0, "x", "f32", nullptr, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_tensor(r.h, 0, "op", 0, "x", "f32", kShape, 2, nullptr, 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("data is NULL"));
+    CHECK(dtrace_recorder_scalar(r.h, 0, "op", 0, nullptr, "f32", 0, 0) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_captured_read(r.h, 0, nullptr, 4) == DTRACE_ERROR_INVALID_ARGUMENT);
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+  }
+  SECTION("a shape that disagrees with the byte count, an unknown dtype, bad codes") {
+    Handle r(dir / "run", {});
+    REQUIRE(r.code == DTRACE_OK);
+    REQUIRE(dtrace_recorder_begin_step(r.h, 0) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_push_scope(r.h, "fwd") == DTRACE_OK);
+    CHECK(dtrace_recorder_tensor(r.h, 0, "gemm", 1, "y", "f32", kShape, 2, kValues.data(), 12) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(r.error() == "fwd gemm 'y': 12 bytes, but 4 elements of f32 take 16");
+    CHECK(dtrace_recorder_tensor(r.h, 0, "gemm", 1, "y", "f33", kShape, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("unknown dtype 'f33'"));
+    const int64_t negative[] = {-2, -2};
+    CHECK(dtrace_recorder_tensor(r.h, 0, "gemm", 1, "y", "f32", negative, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_scalar(r.h, 0, "loss", 3, "loss", "q8", 0, 0) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("scalar dtype 'q8'"));
+    CHECK(dtrace_recorder_tensor(r.h, 7, "gemm", 1, "y", "f32", kShape, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("level 7"));
+    CHECK(dtrace_recorder_tensor(r.h, 0, "gemm", 9, "y", "f32", kShape, 2, kValues.data(), 16) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("io 9"));
+    int32_t wanted = 0;
+    CHECK(dtrace_recorder_wants(r.h, -1, &wanted) == DTRACE_ERROR_INVALID_ARGUMENT);
+    // The step still records and ends: a refused record writes nothing.
+    REQUIRE(record(r.h, "gemm", "y") == DTRACE_OK);
+    CHECK(r.error().empty());
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+    r.h = nullptr;
+    CHECK(read_run(dir / "run").step(0, 0).records.size() == 1);
+  }
+  SECTION("calls out of order") {
+    Handle r(dir / "run", {});
+    REQUIRE(r.code == DTRACE_OK);
+    CHECK(record(r.h, "gemm", "y") == DTRACE_ERROR_ORDER);
+    CHECK_THAT(r.error(), Catch::Contains("outside a step"));
+    CHECK(dtrace_recorder_end_step(r.h) == DTRACE_ERROR_ORDER);
+    CHECK(dtrace_recorder_pop_scope(r.h) == DTRACE_ERROR_ORDER);
+    REQUIRE(dtrace_recorder_begin_step(r.h, 3) == DTRACE_OK);
+    CHECK(dtrace_recorder_begin_step(r.h, 4) == DTRACE_ERROR_ORDER);
+    CHECK(dtrace_recorder_begin_repetition(r.h, 0) == DTRACE_ERROR_ORDER);
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+    CHECK(dtrace_recorder_begin_step(r.h, 3) == DTRACE_ERROR_ORDER);
+    CHECK_THAT(r.error(), Catch::Contains("must increase"));
+    CHECK(dtrace_recorder_begin_step(r.h, -1) == DTRACE_ERROR_ORDER);
+    // A step left open at close: written incomplete, and the close says so.
+    REQUIRE(dtrace_recorder_begin_step(r.h, 5) == DTRACE_OK);
+    CHECK(dtrace_recorder_close(r.h) == DTRACE_ERROR_ORDER);
+    r.h = nullptr;
+  }
+  SECTION("a bad DTRACE_* variable names itself") {
+    Handle level(dir / "run", {"DTRACE_LEVEL=fine"});
+    CHECK(level.code == DTRACE_ERROR_ENVIRONMENT);
+    CHECK(level.error() == "DTRACE_LEVEL=fine: not one of step, layer, kernel");
+    Handle step(dir / "run", {"DTRACE_REPLAY_STEP=3x"});
+    CHECK(step.code == DTRACE_ERROR_ENVIRONMENT);
+    CHECK_THAT(step.error(), Catch::StartsWith("DTRACE_REPLAY_STEP=3x"));
+    Handle isolate(dir / "run", {"DTRACE_ISOLATE=fwd"});
+    CHECK(isolate.code == DTRACE_ERROR_ENVIRONMENT);
+    CHECK_THAT(isolate.error(), Catch::Contains("needs DTRACE_INPUTS"));
+    Handle malformed(dir / "run", {"DTRACE_LEVEL"});
+    CHECK(malformed.code == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(malformed.error(), Catch::Contains("not NAME=VALUE"));
+    CHECK(!std::filesystem::exists(dir / "run"));
+  }
+  SECTION("bad options and files") {
+    dtrace_run_options options;
+    dtrace_run_options_init(&options);
+    dtrace_recorder* h = nullptr;
+    CHECK(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(dtrace_recorder_last_error(h), Catch::Contains("no run directory"));
+    dtrace_recorder_close(h);
+    const std::string run = dir / "run";
+    options.run_dir = run.c_str();
+    options.rank = 2;
+    CHECK(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(dtrace_recorder_last_error(h), Catch::Contains("rank 2 is outside world_size 1"));
+    dtrace_recorder_close(h);
+    options.rank = 0;
+    options.env_json = "{\"NCCL_ALGO\": 3}";
+    CHECK(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(dtrace_recorder_last_error(h), Catch::Contains("NCCL_ALGO"));
+    dtrace_recorder_close(h);
+    options.env_json = nullptr;
+    options.config_json = "[1]";
+    CHECK(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_ERROR_INVALID_ARGUMENT);
+    dtrace_recorder_close(h);
+    options.config_json = nullptr;
+    options.replay_argc = 2;
+    CHECK(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_ERROR_INVALID_ARGUMENT);
+    dtrace_recorder_close(h);
+    options.replay_argc = 0;
+    REQUIRE(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_OK);
+    dtrace_recorder_close(h);
+    // The rank file exists now: a recorded run is never overwritten.
+    CHECK(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_ERROR_IO);
+    CHECK_THAT(dtrace_recorder_last_error(h), Catch::Contains("rank0.jsonl"));
+    dtrace_recorder_close(h);
+  }
+}
+
+TEST_CASE("C API: the header carries env, config and the replay command with its cwd") {
+  TempDir dir;
+  const std::string run = dir / "run";
+  const char* argv[] = {"/bin/prog", "--steps", "3"};
+  dtrace_run_options options;
+  dtrace_run_options_init(&options);
+  options.run_dir = run.c_str();
+  options.run_name = "named";
+  options.env_json = "{\"NCCL_ALGO\":\"Ring\"}";
+  options.config_json = "{\"lr\":1e-3}";
+  options.replay_argv = argv;
+  options.replay_argc = 3;
+  options.replay_cwd = "/somewhere";
+  dtrace_recorder* h = nullptr;
+  REQUIRE(dtrace_recorder_open_with(&options, nullptr, 0, &h) == DTRACE_OK);
+  dtrace_recorder_close(h);
+  const std::string header = test_support::first_line(dir / "run/rank0.jsonl");
+  CHECK_THAT(header, Catch::Contains("\"run\":\"named\""));
+  CHECK_THAT(header, Catch::Contains("\"env\":{\"NCCL_ALGO\":\"Ring\"}"));
+  CHECK_THAT(header, Catch::Contains("\"argv\":[\"/bin/prog\",\"--steps\",\"3\"]"));
+  CHECK_THAT(header, Catch::Contains("\"cwd\":\"/somewhere\""));
+  CHECK_THAT(header, Catch::Contains("\"config\":{\"lr\":1e-3}"));
+}
+
+TEST_CASE("C API: every error code has its own sentence") {
+  std::vector<std::string> seen;
+  for (int code = DTRACE_OK; code <= DTRACE_ERROR_NOT_FOUND; ++code) {
+    const std::string text = dtrace_error_string(code);
+    CHECK(text != dtrace_error_string(-1));
+    CHECK(std::find(seen.begin(), seen.end(), text) == seen.end());
+    seen.push_back(text);
+  }
+}

@@ -1,0 +1,24 @@
+# Shared by the PyTorch end-to-end tests (sourced): lib.sh's assertions plus the
+# example workload tools/torch/gpt_moe.py run by Debian's python3 with the
+# dtrace_torch package of the build tree (PYTHONPATH=build/python, the one
+# variable docs/torch.md names). Skips (status 77) when that python has no torch.
+. "$(dirname "$0")/lib.sh"
+: "${SOURCE_ROOT:?}" "${BUILD_ROOT:?}"
+PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
+if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+  echo "SKIP: $PYTHON cannot import torch (tools/setup-deps.sh installs Debian's python3-torch)"
+  exit 77
+fi
+export PYTHONPATH="$BUILD_ROOT/python"
+# A sanitizer build's libdtrace needs its runtime loaded before Python's own code
+# (as in e2e/capi_python).
+needed=$(ldd "$BUILD_ROOT/src/capi/libdtrace.so")
+case "$needed" in
+  *libasan*)
+    export LD_PRELOAD=$(echo "$needed" | awk '/libasan|libubsan/ {printf "%s:", $3}')
+    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" ;;
+esac
+EXAMPLE="$SOURCE_ROOT/tools/torch/gpt_moe.py"
+
+# ex ARGS...: the example, quiet on success.
+ex() { "$PYTHON" "$EXAMPLE" "$@" >/dev/null 2>"$WORK/example.err" || { cat "$WORK/example.err" >&2; fail "gpt_moe.py $*"; }; }

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Without switches the example is deterministic: two runs recorded at kernel
+# level (every ATen op's inputs and outputs) are identical, and each record of
+# the header's config names the torch version.
+. "$(dirname "$0")/torch-lib.sh"
+ex --steps 2 --level kernel --run-dir a
+ex --steps 2 --level kernel --run-dir b
+run_dtrace 0 diff --json a b
+json_is verdict '"identical"'
+json_true 'd["compared"]["records"] > 1000'
+grep -q '"op":"aten.mm.default"' a/rank0.jsonl || fail "no aten.mm.default record at kernel level"
+grep -q '"scope":"fwd/blocks.1.moe.experts.0.up"' a/rank0.jsonl || fail "no module scope in the kernel records"
+grep -q '"torch":' a/rank0.jsonl || fail "the header's config lacks the torch version"
+echo ok

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# dtrace_torch as `meson install` leaves it: the package in python3's site
+# directory under the prefix, its _paths.py naming the installed libdtrace, and
+# (relocated to a scratch root, as a DESTDIR package would be) it imports and
+# fingerprints bytes as `dtrace hash` does.
+. "$(dirname "$0")/torch-lib.sh"
+: "${PYTHON_DIR:?}" "${PREFIX:?}" "${LIBDIR:?}"
+meson install -C "$BUILD_ROOT" --destdir "$WORK/root" --no-rebuild --quiet >/dev/null || fail "meson install"
+site="$WORK/root$PYTHON_DIR"
+[ -f "$site/dtrace_torch/__init__.py" ] || fail "dtrace_torch not installed in $PYTHON_DIR"
+case "$LIBDIR" in /*) libdir="$LIBDIR" ;; *) libdir="$PREFIX/$LIBDIR" ;; esac
+grep -q "LIBDTRACE = \"$libdir/libdtrace.so.0\"" "$site/dtrace_torch/_paths.py" || fail "installed _paths.py: $(cat "$site/dtrace_torch/_paths.py")"
+case "$PREFIX" in /usr | /usr/local)
+  "$PYTHON" -c 'import sys; sys.exit(0 if any(p.rstrip("/") == sys.argv[1] for p in sys.path) else 1)' "$PYTHON_DIR" \
+    || fail "$PYTHON_DIR is not on $PYTHON's sys.path: the installed package would not import" ;;
+esac
+head -c 100003 /dev/urandom >bytes.bin
+got=$(env -u PYTHONPATH LD_LIBRARY_PATH="$WORK/root$libdir" PYTHONPATH="$site" "$PYTHON" -c '
+import sys, torch, dtrace_torch._lib as L
+assert L.__file__.startswith(sys.argv[2]), L.__file__
+t = torch.frombuffer(bytearray(open(sys.argv[1], "rb").read()), dtype=torch.uint8)
+print("%016x" % L.fingerprint_host(t.data_ptr(), t.numel()))' bytes.bin "$site") || fail "the installed package did not import"
+want=$("$DTRACE" hash bytes.bin | cut -d' ' -f1)
+[ "$got" = "$want" ] || fail "installed package: $got, dtrace hash: $want"
+echo ok

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""A small GPT-style model with a mixture-of-experts layer, trained on the shipped
+corpus (testdata/corpus.txt): dtrace's PyTorch example workload, recorded with
+dtrace_torch, with --nondet switches planting causes the seeds name:
+
+  combine       the MoE combine (experts' outputs summed back per token) is a
+                custom op registered through torch.library that adds in a random
+                order, as atomics do on a GPU (expert-parallel paths);
+  dropout-rng   on resume, the dropout RNG is re-seeded instead of restored;
+  data-order    on resume, the data sampler reshuffles instead of restoring its order;
+  index-add     (CUDA) the combine is index_add_ with deterministic algorithms off:
+                real atomics.
+
+Run `gpt_moe.py --help`. docs/torch.md explains the recording."""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "..", "..", "testdata", "corpus.txt")
+SWITCHES = ("combine", "dropout-rng", "data-order", "index-add")
+
+# ---- the planted custom op ---------------------------------------------------
+# dtrace_example::combine(src, index, rows, unordered): out[index[i]] += src[i].
+# Ordered, the rows are accumulated in i order (CPU index_add_ is sequential);
+# unordered, in a random order drawn from the operating system, not from torch's
+# RNG (a run's seed must not make it repeat, as atomics do not).
+_LIB = torch.library.Library("dtrace_example", "DEF")
+_LIB.define("combine(Tensor src, Tensor index, int rows, bool unordered) -> Tensor")
+
+
+def _combine(src: torch.Tensor, index: torch.Tensor, rows: int, unordered: bool) -> torch.Tensor:
+    out = torch.zeros((rows,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
+    if unordered:
+        g = torch.Generator(device="cpu")
+        g.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        order = torch.randperm(src.shape[0], generator=g).to(src.device)
+        return out.index_add_(0, index[order], src[order])
+    return out.index_add_(0, index, src)
+
+
+_LIB.impl("combine", _combine, "CPU")
+_LIB.impl("combine", _combine, "CUDA")
+
+
+class Combine(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, src, index, rows, unordered):
+        ctx.save_for_backward(index)
+        return torch.ops.dtrace_example.combine(src, index, rows, unordered)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return grad.index_select(0, index), None, None, None
+
+
+# ---- the model ---------------------------------------------------------------
+class Attention(nn.Module):
+    def __init__(self, d: int, heads: int, dropout: float):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        att = self.drop(att.masked_fill(~mask, float("-inf")).softmax(dim=-1))
+        return self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+
+
+class Expert(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.up = nn.Linear(d, 2 * d)
+        self.down = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+class MoE(nn.Module):
+    """Top-k routing over `experts` experts plus one shared expert; every token's
+    k+1 contributions are added back by the combine op."""
+
+    def __init__(self, d: int, experts: int, top_k: int, unordered: bool, atomics: bool):
+        super().__init__()
+        self.router = nn.Linear(d, experts, bias=False)
+        self.experts = nn.ModuleList(Expert(d) for _ in range(experts))
+        self.shared = Expert(d)
+        self.top_k, self.unordered, self.atomics = top_k, unordered, atomics
+
+    def forward(self, x):
+        b, t, d = x.shape
+        tokens = x.reshape(-1, d)
+        n = tokens.shape[0]
+        weight, chosen = self.router(tokens).softmax(dim=-1).topk(self.top_k, dim=-1)
+        contributions, rows = [self.shared(tokens)], [torch.arange(n, device=x.device)]
+        for e, expert in enumerate(self.experts):
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            if token.numel():
+                contributions.append(expert(tokens[token]) * weight[token, slot].unsqueeze(1))
+                rows.append(token)
+        src, index = torch.cat(contributions), torch.cat(rows)
+        if self.atomics:  # CUDA, deterministic algorithms off: index_add_ uses atomics
+            out = torch.zeros_like(tokens).index_add_(0, index, src)
+        else:
+            out = Combine.apply(src, index, n, self.unordered)
+        return out.view(b, t, d)
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, experts, top_k, dropout, unordered, atomics):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = Attention(d, heads, dropout)
+        self.moe = MoE(d, experts, top_k, unordered, atomics)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.drop(self.moe(self.ln2(x)))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=256, d=32, heads=2, layers=2, context=32, experts=4, top_k=2, dropout=0.1,
+                 unordered=False, atomics=False):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.position = nn.Embedding(context, d)
+        self.blocks = nn.ModuleList(Block(d, heads, experts, top_k, dropout, unordered, atomics)
+                                    for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx, targets):
+        t = idx.shape[1]
+        x = self.embed(idx) + self.position(torch.arange(t, device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+# ---- data --------------------------------------------------------------------
+class Batches:
+    """Random windows of the corpus, in an order fixed by (seed, epoch): its
+    state_dict is the data position, checkpointed with the model. With
+    reshuffle_on_resume (--nondet data-order) a restore keeps the position but draws
+    a new order, as a loader that does not checkpoint its sampler does."""
+
+    def __init__(self, data: torch.Tensor, batch: int, context: int, seed: int, device: str,
+                 reshuffle_on_resume: bool = False):
+        self.data, self.batch, self.context, self.device = data, batch, context, device
+        self.seed, self.epoch, self.position = seed, 0, 0
+        self.reshuffle_on_resume = reshuffle_on_resume
+        self.windows = (len(data) - 1) // context
+        self._order = self._shuffle()
+
+    def _shuffle(self) -> torch.Tensor:
+        g = torch.Generator()
+        g.manual_seed(self.seed * 1000003 + self.epoch)
+        return torch.randperm(self.windows, generator=g)
+
+    def state_dict(self):
+        return {"seed": self.seed, "epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state):
+        self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
+        if self.reshuffle_on_resume:
+            self.seed = int.from_bytes(os.urandom(4), "little")
+        self._order = self._shuffle()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.position + self.batch > self.windows:
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._shuffle()
+        starts = self._order[self.position:self.position + self.batch] * self.context
+        self.position += self.batch
+        rows = torch.stack([self.data[s:s + self.context + 1] for s in starts.tolist()])
+        return rows[:, :-1].to(self.device), rows[:, 1:].to(self.device)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--run-dir", required=True, help="where the run's log goes (must not exist yet)")
+    p.add_argument("--checkpoint-dir", help="checkpoints (the state at the start of a step)")
+    p.add_argument("--checkpoint-every", type=int, default=0)
+    p.add_argument("--level", default="step", choices=("step", "layer", "kernel"))
+    p.add_argument("--nondet", action="append", default=[], choices=SWITCHES)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--width", type=int, default=32)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--nondet-rank", type=int, default=None,
+                   help="plant the --nondet switches on this rank only (torchrun jobs)")
+    p.add_argument("--no-record", action="store_true", help="train without dtrace_torch (benchmarks)")
+    args = p.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:  # under torchrun: data parallel over gloo, gradients averaged by all_reduce
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+    planted = sorted(args.nondet)  # the header's config: the same on every rank
+    if args.nondet_rank is not None and args.nondet_rank != rank:
+        args.nondet = []
+    # Every generator a step could draw from is seeded: the recorder records them all,
+    # and an unseeded one (Python's random, NumPy's) would differ between two runs.
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(args.seed)
+    if "index-add" in args.nondet:
+        torch.use_deterministic_algorithms(False)
+    with open(CORPUS, "rb") as f:
+        data = torch.tensor(list(f.read()), dtype=torch.int64)
+    model = GPT(d=args.width, layers=args.layers, unordered="combine" in args.nondet,
+                atomics="index-add" in args.nondet).to(args.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    batches = Batches(data, args.batch, 32, args.seed + rank, args.device, "data-order" in args.nondet)
+
+    if args.no_record:
+        for _ in range(args.steps):
+            x, y = next(batches)
+            loss = model(x, y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return 0
+
+    import dtrace_torch as dt
+    rec = dt.Recorder(model, optimizer, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
+                      checkpoint_every=args.checkpoint_every, state={"data": batches}, level=args.level,
+                      config={"example": "gpt_moe", "nondet": planted, "nondet_rank": args.nondet_rank,
+                              "layers": args.layers,
+                              "width": args.width, "device": args.device})
+    for step in rec.steps(args.steps):
+        if step == rec.restored_at and "dropout-rng" in args.nondet:
+            torch.manual_seed(int.from_bytes(os.urandom(4), "little"))  # planted: RNG not restored
+        x, y = next(batches)
+        with rec.step(step):
+            loss = model(x, y)
+            loss.backward()
+            if world > 1:
+                for p in model.parameters():
+                    torch.distributed.all_reduce(p.grad)
+                    p.grad /= world
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+            rec.metric("loss", loss)
+            rec.metric("grad_norm", grad_norm)
+        print(f"step {step} loss {loss.item():.4f}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
