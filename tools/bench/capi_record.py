@@ -21,6 +21,7 @@ time they take.
 """
 import ctypes
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -131,7 +132,8 @@ def main():
               f"{m['record'] / m['bare']:>12.1f}")
     lib.dtrace_recorder_end_step(rec)
     lib.dtrace_recorder_close(rec)
-    print(f"log: {os.path.getsize(out)} bytes in {out}")
+    print(f"log: {os.path.getsize(out)} bytes")
+    shutil.rmtree(scratch)
 
 
 if __name__ == "__main__":
