@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Builds dtrace and runs the whole test suite (unit and end-to-end), then builds
 # it again with AddressSanitizer and UndefinedBehaviorSanitizer in BUILD_DIR-asan
-# and runs the suite there too.
-#   tools/test.sh [--plain] [BUILD_DIR]      (default: build)
+# and runs the suite there too. Warnings are errors in both builds
+# (-Dwerror=true, passed here rather than as a default option, so that a user's
+# or a packager's build is not failed by an optimizer's false positive).
+#   tools/test.sh [--plain|--asan] [--release] [BUILD_DIR]      (default: build)
 #   --plain    only the ordinary build (no sanitizers)
 #   --asan     only the sanitizer build
+#   --release  make the ordinary build a release build (-Dbuildtype=release),
+#              as CI does, so a release build is compiled and tested too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 plain=1
 asan=1
-case "${1:-}" in
-  --plain) asan=0; shift ;;
-  --asan) plain=0; shift ;;
-esac
+buildtype=debugoptimized
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --plain) asan=0; shift ;;
+    --asan) plain=0; shift ;;
+    --release) buildtype=release; shift ;;
+    *) break ;;
+  esac
+done
 build=${1:-build}
 jobs=${DTRACE_JOBS:-2}
 tools/setup-deps.sh
@@ -20,7 +29,12 @@ tools/setup-deps.sh
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
 
 if [ "$plain" = 1 ]; then
-  [ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
+  # An existing build directory is brought to these options too.
+  if [ -f "$build/build.ninja" ]; then
+    meson configure "$build" -Dwerror=true -Dbuildtype="$buildtype" >/dev/null
+  else
+    meson setup "$build" -Dwerror=true -Dbuildtype="$buildtype" >/dev/null
+  fi
   meson compile -C "$build" -j "$jobs"
   meson test -C "$build" --print-errorlogs --num-processes "$jobs"
 fi
@@ -30,8 +44,12 @@ if [ "$asan" = 1 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
   asan_build=$build-asan
-  [ -f "$asan_build/build.ninja" ] ||
-    meson setup "$asan_build" -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled >/dev/null
+  if [ -f "$asan_build/build.ninja" ]; then
+    meson configure "$asan_build" -Dwerror=true >/dev/null
+  else
+    meson setup "$asan_build" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dcuda=disabled >/dev/null
+  fi
   meson compile -C "$asan_build" -j "$jobs"
   meson test -C "$asan_build" --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4
 fi

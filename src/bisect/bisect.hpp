@@ -33,7 +33,10 @@ struct Options {
   ReplayRunner runner;                // default (empty): replay::run
 };
 
-enum class Verdict { named, restore, not_reproduced, not_localized };
+// diverged_earlier: the runs' own records differ before the bisected step and
+// their configurations differ, so no replay of this step can name a kernel
+// (dtrace(1), "restore check").
+enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier };
 std::string_view verdict_name(Verdict verdict);
 
 // What a named kernel rests on (man/dtrace.1): confirmed alone (its
@@ -69,6 +72,27 @@ struct Evidence {
   std::string reading;      // what the numbers mean, in words
 };
 
+// Where the runs' own records first differ, read from the logs (no replay),
+// when that is before the bisected step.
+struct EarlierDivergence {
+  std::int64_t step = 0;
+  std::int32_t rank = 0;
+  std::string record;   // "scope op io name" of the first differing record
+  std::string command;  // the bisect to run there
+};
+
+// How the layer pass's replays of the step compare with what each run recorded
+// there, kept when the replays agreed with each other while the runs differ:
+// the signature of a choice made once per process (an autotuner's pick).
+struct Outcomes {
+  int replays = 0;          // layer-level replays classified
+  int like_a = 0;           // reproduced run A's records of the step
+  int like_b = 0;           // reproduced run B's
+  int neither = 0;          // reproduced neither run
+  int attempts = 0;         // attempts (two replays each) made
+  int budget = 0;           // attempts allowed
+};
+
 struct Report {
   Verdict verdict = Verdict::not_reproduced;
   std::string run_a, run_b;
@@ -85,6 +109,8 @@ struct Report {
   // restore:
   std::string state, state_scope;
   std::optional<Evidence> evidence;
+  std::optional<EarlierDivergence> earlier;  // diverged-earlier, or named by repetition after it
+  std::optional<Outcomes> outcomes;
   std::string reached;                // how far it got, in words
   std::vector<Replay> replays;
   std::vector<std::string> notes;

@@ -42,8 +42,8 @@ Result<std::vector<std::byte>> read_capture(const std::string& dir, std::int32_t
 Result<void> confirm(Session& s, const Suspect& kernel) {
   Report& rep = s.report;
   const int k = std::max(2, s.options.repeat);
-  for (const Side* side : {&s.a, &s.b}) {
-    const std::string x(1, side->name);
+  for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
+    const std::string x(1, slot);
     Variables variables = isolation_variables(n(rep.step), kernel.scope, kernel.scope + "::" + kernel.op,
                                               kernel.occurrence, s.path("capture-A"), k,
                                               s.path("confirm-" + x + ".jsonl"));

@@ -43,8 +43,10 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
   // isolated repetitions must run from.
   const Target target{layer.scope, layer.op, layer.occurrence};
   // Per-kernel replays of the step inside the layer, capturing its tensors.
-  for (const Side* side : {&s.a, &s.b}) {
-    const std::string x(1, side->name);
+  // Files are named by slot: after an earlier divergence (Session::repeat_a)
+  // the second slot replays A again.
+  for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
+    const std::string x(1, slot);
     if (auto r = s.replay("capture", *side,
                           {{"DTRACE_REPLAY_STEP", step},
                            {"DTRACE_LEVEL", "kernel"},
@@ -57,8 +59,8 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
     }
   }
   // The layer alone from A's captured inputs, K times per side.
-  for (const Side* side : {&s.a, &s.b}) {
-    const std::string x(1, side->name);
+  for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
+    const std::string x(1, slot);
     if (auto r = s.replay("kernel", *side,
                           isolation_variables(step, layer.scope, layer.scope, layer.occurrence,
                                               s.path("capture-A"), k, s.path("isolate-" + x + ".jsonl")),

@@ -2,7 +2,10 @@
 // The replays' step-start state is checked against what each run recorded and
 // against each other (the restore check); then the first layer whose inputs
 // match and whose outputs differ is the suspect.
+#include <algorithm>
+
 #include "bisect/session.hpp"
+#include "diff/align.hpp"
 #include "diff/diff.hpp"
 
 namespace dtrace::bisect {
@@ -10,6 +13,13 @@ namespace dtrace::bisect {
 namespace {
 
 std::string n(std::int64_t v) { return std::to_string(v); }
+
+// Attempts the layer pass makes when its replays agree with each other and
+// reproduce one run's records of the step while the runs differ (dtrace(1),
+// "per-process choices"): a choice made once per process comes out either way
+// in each replay, so more replays are started until two differ, within this
+// budget (or --repeat, if larger).
+constexpr int kPerProcessAttempts = 8;
 
 // Does replaying `side` start from the state its run recorded at the step?
 Result<bool> restore_matches_run(Session& s, const Side& side, const std::string& replay_out) {
@@ -35,15 +45,69 @@ Result<bool> restore_matches_run(Session& s, const Side& side, const std::string
   return true;
 }
 
+// Which run's records of the step a replay reproduced.
+Result<void> classify_replay(const Session& s, const std::string& replay_out, Outcomes& outcomes) {
+  auto replayed = load_step(replay_out, s.report.rank, s.report.step);
+  if (!replayed) return replayed.error();
+  ++outcomes.replays;
+  if (!*replayed) {
+    ++outcomes.neither;
+    return {};
+  }
+  const auto like_a = reproduces((*replayed)->step, s.a.recorded->step);
+  const auto like_b = reproduces((*replayed)->step, s.b.recorded->step);
+  if (like_a.value_or(false) && !like_b.value_or(false)) {
+    ++outcomes.like_a;
+  } else if (like_b.value_or(false) && !like_a.value_or(false)) {
+    ++outcomes.like_b;
+  } else {
+    ++outcomes.neither;
+  }
+  return {};
+}
+
+std::string replays_of(int count) { return n(count) + (count == 1 ? " replay" : " replays"); }
+
+// What a per-process search that never saw two outcomes learned.
+std::string per_process_reading(const Outcomes& o, std::int64_t step) {
+  const std::string head = "layer pass: " + n(o.attempts) + " attempts (" + replays_of(o.replays) + ") of step " +
+                           n(step) + " all agree with each other, though the runs' records of the step differ; ";
+  if (o.like_a == o.replays || o.like_b == o.replays) {
+    const char seen = o.like_a == o.replays ? 'A' : 'B';
+    const char missing = seen == 'A' ? 'B' : 'A';
+    return head + "every replay reproduced run " + std::string(1, seen) + "'s records and run " +
+           std::string(1, missing) + "'s outcome never came up: a choice made once per process (an autotuner's " +
+           "pick) that went run " + std::string(1, missing) + "'s way only in that run, or a difference outside " +
+           "the replays (the machine, a library, the environment) made run " + std::string(1, missing) + " differ";
+  }
+  if (o.neither == o.replays) {
+    return head + "no replay reproduced either run's records: what both runs computed at that step depended on "
+                  "something the replays do not reproduce (the machine, a library, the environment, the data), "
+                  "not on a choice made per process";
+  }
+  return head + n(o.like_a) + " reproduced run A's records, " + n(o.like_b) + " run B's, " + n(o.neither) +
+         " neither; the divergence did not reproduce between replays";
+}
+
 }  // namespace
 
 Result<std::optional<Suspect>> layer_pass(Session& s) {
   Report& rep = s.report;
   const int attempts = std::max(1, s.options.repeat);
-  for (int attempt = 0; attempt < attempts; ++attempt) {
+  int budget = attempts;
+  // The runs' own records of the step differ on the followed rank: replays
+  // that agree with each other then point at a per-process choice.
+  const bool runs_differ =
+      s.a.recorded && s.b.recorded && diff::compare_step(s.a.recorded->step, s.b.recorded->step).first;
+  Outcomes outcomes;
+  bool agreed_while_runs_differ = false;
+  std::string first_replay;  // the first replay of A: later attempts are compared with it too
+  int attempt = 0;
+  for (; attempt < budget; ++attempt) {
     const std::string out_a = s.path("layer-A-" + n(attempt) + ".jsonl");
     const std::string out_b = s.path("layer-B-" + n(attempt) + ".jsonl");
-    for (auto [side, out] : {std::pair{&s.a, out_a}, std::pair{&s.b, out_b}}) {
+    std::string second_out = s.repeat_a ? s.path("layer-A-" + n(attempt) + "-again.jsonl") : out_b;
+    for (auto [side, out] : {std::pair{&std::as_const(s.a), out_a}, std::pair{&s.second(), second_out}}) {
       if (auto r = s.replay("layer", *side, {{"DTRACE_REPLAY_STEP", n(rep.step)},
                                              {"DTRACE_LEVEL", "layer"},
                                              {"DTRACE_OUT", out}});
@@ -52,6 +116,10 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       }
     }
     if (attempt == 0) {
+      // Which ranks the replays ran, said even when the restore check settles it.
+      if (auto reader = log::RunReader::open(out_a); reader && rep.ranks_replayed.empty()) {
+        for (std::int32_t r = 0; r < (*reader)->header().world_size; ++r) rep.ranks_replayed.push_back(r);
+      }
       for (auto [side, out] : {std::pair{&s.a, out_a}, std::pair{&s.b, out_b}}) {
         auto ok = restore_matches_run(s, *side, out);
         if (!ok) return ok.error();
@@ -60,18 +128,69 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
           return std::optional<Suspect>{};
         }
       }
-      s.note("restore", "the replays of A and B start step " + n(rep.step) +
-                            " from the state each run recorded there");
+      auto earlier = runs_diverged_earlier(s);
+      if (!earlier) return earlier.error();
+      if (*earlier) return std::optional<Suspect>{};
+      if (s.repeat_a) {
+        // B's replay served the restore check; the step is now A's, repeated.
+        second_out = s.path("layer-A-0-again.jsonl");
+        if (auto r = s.replay("layer", s.a, {{"DTRACE_REPLAY_STEP", n(rep.step)},
+                                             {"DTRACE_LEVEL", "layer"},
+                                             {"DTRACE_OUT", second_out}});
+            !r) {
+          return r.error();
+        }
+      } else {
+        s.note("restore", "the replays of A and B start step " + n(rep.step) +
+                              " from the state each run recorded there");
+      }
+      first_replay = out_a;
     }
-    auto d = diff::diff_runs(out_a, out_b);
+    if (runs_differ && !s.repeat_a) {
+      for (const std::string& out : {out_a, second_out}) {
+        if (auto r = classify_replay(s, out, outcomes); !r) return r.error();
+      }
+    }
+    auto d = diff::diff_runs(out_a, second_out);
     if (!d) return Error{"reading the layer-level replays: " + d.error().message};
     if (rep.ranks_replayed.empty()) {
       for (std::int32_t r = 0; r < d->compared.ranks; ++r) rep.ranks_replayed.push_back(r);
     }
+    if (!d->diverged() && attempt > 0) {
+      // This attempt's replays agree; an earlier attempt's may have come out
+      // the other way (a per-process choice): compare with the first replay.
+      d = diff::diff_runs(first_replay, out_a);
+      if (!d) return Error{"reading the layer-level replays: " + d.error().message};
+      if (d->diverged()) {
+        rep.notes.push_back("layer pass, attempt " + n(attempt + 1) + ": its replays agree with each other but "
+                            "differ from attempt 1's; localizing between them");
+      }
+    }
     if (!d->diverged()) {
       rep.notes.push_back("layer pass, attempt " + n(attempt + 1) + ": the two replays of step " +
                           n(rep.step) + " agree");
+      if (!runs_differ || s.repeat_a) continue;
+      agreed_while_runs_differ = true;
+      // Replays that reproduce one run's records whole, while the runs differ,
+      // are the signature of a choice made once per process: more replays may
+      // make the other run's choice. Replays that reproduce neither run point
+      // elsewhere, and more of them would not help.
+      if (outcomes.like_a + outcomes.like_b > 0 && budget < kPerProcessAttempts) {
+        budget = kPerProcessAttempts;
+        s.note("layer", "the replays agree and reproduce one run's records of step " + n(rep.step) +
+                            ", but the runs differ: a choice made once per process? up to " + n(budget) +
+                            " attempts until the other run's outcome comes up");
+      }
       continue;
+    }
+    if (agreed_while_runs_differ && !s.repeat_a) {
+      outcomes.attempts = attempt + 1;
+      outcomes.budget = budget;
+      rep.outcomes = outcomes;
+      rep.notes.push_back("per-process choice: the replays came out two ways (" + n(outcomes.like_a) +
+                          " like run A, " + n(outcomes.like_b) + " like run B, " + n(outcomes.neither) +
+                          " like neither, in " + n(attempt + 1) + " attempts), each outcome made whole by one "
+                          "process: a choice made once per process (an autotuner's pick)");
     }
     const diff::Mismatch* m = &*d->first;
     for (const auto& ranked : d->ranks) {
@@ -102,8 +221,15 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
     return std::optional<Suspect>{Suspect{m->scope, m->op, m->name, m->io, m->occurrence}};
   }
   rep.verdict = Verdict::not_reproduced;
-  rep.reached = "layer pass: " + n(attempts) + (attempts == 1 ? " replay" : " replays") + " of step " +
-                n(rep.step) + " on each side agree at layer level; the divergence did not reproduce";
+  if (agreed_while_runs_differ && !s.repeat_a) {
+    outcomes.attempts = attempt;
+    outcomes.budget = budget;
+    rep.outcomes = outcomes;
+    rep.reached = per_process_reading(outcomes, rep.step);
+    return std::optional<Suspect>{};
+  }
+  rep.reached = "layer pass: " + replays_of(attempt) + " of step " + n(rep.step) + " on each side agree at layer " +
+                "level; the divergence did not reproduce";
   return std::optional<Suspect>{};
 }
 

@@ -1,8 +1,10 @@
 // Stage 1, the restore check: a replay must start step N from exactly the
 // state the run recorded there, or everything after it is noise.
+#include <algorithm>
 #include <map>
 
 #include "bisect/session.hpp"
+#include "diff/diff.hpp"
 
 namespace dtrace::bisect {
 
@@ -24,7 +26,110 @@ std::map<std::string, const log::Record*> state_records(const log::Step& step) {
   return out;
 }
 
+// A word as a POSIX shell reads it back: quoted only when it needs to be.
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && word.find_first_not_of(
+                                          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                          "_-+=./:,@%") == std::string::npos;
+  if (plain) return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The bisect a user runs at `step`: the same runs, the same way of replaying.
+std::string bisect_command(const Options& options, std::int64_t step) {
+  std::string command = "dtrace bisect";
+  if (options.replay) {
+    std::string argv;
+    for (const auto& word : *options.replay) argv += (argv.empty() ? "" : " ") + shell_word(word);
+    command += " --replay " + shell_word(argv);
+  } else {
+    command += " --trust";
+  }
+  return command + " --step " + std::to_string(step) + " " + shell_word(options.run_a) + " " +
+         shell_word(options.run_b);
+}
+
+std::string record_key(const log::Record& r, int occurrence) {
+  const std::string io = r.io == log::Io::other ? std::string(r.io_text) : std::to_string(static_cast<int>(r.io));
+  return std::string(r.scope) + '\n' + std::string(r.op) + '\n' + io + '\n' + std::string(r.name) + '\n' +
+         std::to_string(occurrence);
+}
+
 }  // namespace
+
+Result<bool> runs_diverged_earlier(Session& s) {
+  Report& rep = s.report;
+  if (!s.a.recorded || !s.b.recorded) return false;  // one run lacks the step: nothing to compare
+  auto state = first_state_difference(s.a.recorded->step, s.b.recorded->step);
+  if (!state) state = first_state_difference(s.b.recorded->step, s.a.recorded->step);
+  if (!state) return false;
+  const std::string step = std::to_string(rep.step);
+  auto d = diff::diff_runs(s.options.run_a, s.options.run_b);
+  if (!d) return d.error();
+  if (!d->first || d->first->step >= rep.step) {
+    // Nothing both runs recorded before the step differs: one of them began
+    // the step from state it did not have (a run resumed from a checkpoint
+    // that did not save or load everything). That is a restore, in the runs.
+    rep.verdict = Verdict::restore;
+    rep.state = state->first;
+    rep.state_scope = state->second;
+    rep.reached = "restore check: runs A and B recorded different state at the start of step " + step + " (" +
+                  state->second + " " + state->first +
+                  "), and no step they both recorded before it differs: one run did not restore that state";
+    return true;
+  }
+  const diff::Mismatch& m = *d->first;
+  EarlierDivergence earlier;
+  earlier.step = m.step;
+  earlier.rank = m.rank;
+  earlier.record = m.scope + " " + m.op + " " + m.io + " " + m.name;
+  earlier.command = bisect_command(s.options, m.step);
+  rep.earlier = earlier;
+  const std::string line = "the runs diverged before step " + step + ": each replay starts from its own run's state, "
+                           "but the runs' records first differ at step " + std::to_string(m.step) + " (rank " +
+                           std::to_string(m.rank) + ", " + earlier.record + "); bisect there: " + earlier.command;
+  s.note("restore", line);
+  if (!rep.shared_configuration) {
+    rep.verdict = Verdict::diverged_earlier;
+    rep.reached = "restore check: each replay matches its own run, but the runs' states at step " + step +
+                  " differ (" + state->second + " " + state->first + ") and A and B differ in configuration: "
+                  "no replay of step " + step + " compares like with like; bisect step " +
+                  std::to_string(m.step) + " instead";
+    return true;
+  }
+  rep.notes.push_back(line);
+  rep.notes.push_back("A and B share one configuration: step " + step +
+                      " is localized from A's state by repetition (replays of A compared with each other)");
+  s.note("restore", "one configuration: localizing step " + step + " by repeating A's replay");
+  s.repeat_a = true;
+  return false;
+}
+
+std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorded) {
+  std::map<std::string, const log::Record*> have;
+  std::map<std::string, int> seen;
+  for (const log::Record& r : replay.records) {
+    const std::string base = record_key(r, 0);
+    have[record_key(r, seen[base]++)] = &r;
+  }
+  seen.clear();
+  bool compared = false;
+  for (const log::Record& r : recorded.records) {
+    const std::string base = record_key(r, 0);
+    auto it = have.find(record_key(r, seen[base]++));
+    if (it == have.end()) continue;
+    const log::Record& x = *it->second;
+    if (x.digest != r.digest || x.dtype != r.dtype ||
+        !std::equal(r.shape.begin(), r.shape.end(), x.shape.begin(), x.shape.end())) {
+      return false;
+    }
+    if (r.io != log::Io::state) compared = true;
+  }
+  if (!compared) return std::nullopt;
+  return true;
+}
 
 std::optional<std::pair<std::string, std::string>> first_state_difference(const log::Step& replayed,
                                                                           const log::Step& recorded) {

@@ -66,6 +66,11 @@ class Session {
   const Options& options;
   Report& report;
   Side a, b;
+  // Set by the restore check when the runs diverged before the step and share
+  // one configuration: the step is localized from A's state by repetition, so
+  // the second slot of every stage replays A (files still named by slot, B).
+  bool repeat_a = false;
+  const Side& second() const { return repeat_a ? a : b; }
 
  private:
   Result<void> check_replay_log(const std::string& stage, const Side& side,
@@ -118,6 +123,18 @@ Variables isolation_variables(const std::string& step, const std::string& scope,
                               int occurrence, const std::string& inputs, int k, const std::string& out);
 // How many calls of (scope, op) a step holds (the report's "call 2 of 2").
 int calls_of(const log::Step& step, const std::string& scope, const std::string& op);
+
+// The restore check, case (b) (dtrace(1)): each replay matched its own run;
+// when the runs' recorded states at the step differ, the runs diverged
+// earlier. Sets report.earlier from the logs; returns true when that settles
+// the verdict (diverged-earlier; restore when no earlier step differs), and
+// with a shared configuration sets session.repeat_a instead.
+Result<bool> runs_diverged_earlier(Session& session);
+
+// Does `replay` reproduce what a run recorded at the step? Compared over the
+// records both hold, by identity (the replay may be finer); nullopt when they
+// share no record but state.
+std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorded);
 
 // The restore check: the first state record where `replayed` and `recorded`
 // disagree (a state record present in `recorded` but missing in `replayed`

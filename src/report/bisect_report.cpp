@@ -78,6 +78,21 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   j["state"] = r.state.empty() ? nlohmann::json() : nlohmann::json(r.state);
   j["state_scope"] = r.state_scope.empty() ? nlohmann::json() : nlohmann::json(r.state_scope);
   j["evidence"] = r.evidence ? evidence_json(*r.evidence) : nlohmann::json();
+  if (r.earlier) {
+    j["earlier"] = {{"step", r.earlier->step},
+                    {"rank", r.earlier->rank},
+                    {"record", r.earlier->record},
+                    {"command", r.earlier->command}};
+  } else {
+    j["earlier"] = nullptr;
+  }
+  if (r.outcomes) {
+    const auto& o = *r.outcomes;
+    j["outcomes"] = {{"replays", o.replays}, {"like_a", o.like_a},     {"like_b", o.like_b},
+                     {"neither", o.neither}, {"attempts", o.attempts}, {"budget", o.budget}};
+  } else {
+    j["outcomes"] = nullptr;
+  }
   j["reached"] = r.reached;
   nlohmann::json replays = nlohmann::json::array();
   double total = 0;
@@ -120,8 +135,23 @@ std::string bisect_to_text(const bisect::Report& r) {
       break;
     case bisect::Verdict::not_reproduced: o << "not reproduced\n"; break;
     case bisect::Verdict::not_localized: o << "not localized\n"; break;
+    case bisect::Verdict::diverged_earlier:
+      o << "diverged-earlier: the runs' records already differ at step " << r.earlier->step << ", before step "
+        << r.step << "\n";
+      break;
+  }
+  if (r.earlier) {
+    o << "  earlier:  the runs diverged before step " << r.step << ": their records first differ at step "
+      << r.earlier->step << " (rank " << r.earlier->rank << ", " << r.earlier->record << "); bisect there: "
+      << r.earlier->command << "\n";
   }
   o << "  reached:  " << r.reached << "\n";
+  if (r.outcomes) {
+    const auto& x = *r.outcomes;
+    o << "  outcomes: of " << x.replays << " layer-level replays (" << x.attempts << " of at most " << x.budget
+      << " attempts), " << x.like_a << " reproduced run A's records of the step, " << x.like_b << " run B's, "
+      << x.neither << " neither\n";
+  }
   if (r.evidence) {
     const auto& e = *r.evidence;
     o << "  evidence: output " << e.output << " (" << e.dtype << "): " << e.distinct_outputs

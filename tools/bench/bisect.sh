@@ -5,9 +5,11 @@
 # For each planted switch: two minitrain runs (4 ranks, step level), then in
 # one go, alternating: the one-step replay (DTRACE_REPLAY_STEP=0 at step level,
 # what a single replay costs) and the whole bisect. Medians of REPEATS.
-#   tools/bench/bisect.sh [BUILD_DIR] [REPEATS] [RANKS]     (defaults: build, 3, 4)
+#   tools/bench/bisect.sh [BUILD_DIR] [REPEATS] [RANKS]     (defaults: build-release, 3, 4)
 set -euo pipefail
-build=$(cd "${1:-build}" && pwd)
+. "$(dirname "$0")/release.sh"
+release_build "${1:-build-release}"
+build=$(cd "${1:-build-release}" && pwd)
 repeats=${2:-3}
 ranks=${3:-4}
 minitrain="$build/tools/minitrain/minitrain"

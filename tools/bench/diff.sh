@@ -8,9 +8,11 @@
 # pass over the same files. Reports medians and the ratio dtrace/cmp, peak RSS,
 # and checks that the late divergence is found.
 #
-#   tools/bench/diff.sh [BUILD_DIR] [REPEATS]      (defaults: build, 5)
+#   tools/bench/diff.sh [BUILD_DIR] [REPEATS]      (defaults: build-release, 5)
 set -euo pipefail
-build=${1:-build}
+build=${1:-build-release}
+. "$(dirname "$0")/release.sh"
+release_build "$build"
 repeats=${2:-5}
 work=${WORK:-/tmp/dtrace-bench-diff}
 dtrace="$build/dtrace"

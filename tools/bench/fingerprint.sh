@@ -17,9 +17,11 @@
 # batch) and, where python3 has a CUDA torch, torch.hash_tensor's ratio.
 # Without a device those rows say "not measured".
 #
-#   tools/bench/fingerprint.sh [BUILD_DIR] [REPEATS]     (defaults: build, 5)
+#   tools/bench/fingerprint.sh [BUILD_DIR] [REPEATS]     (defaults: build-release, 5)
 set -euo pipefail
-build=${1:-build}
+build=${1:-build-release}
+. "$(dirname "$0")/release.sh"
+release_build "$build"
 repeats=${2:-5}
 work=${WORK:-/tmp/dtrace-bench-fingerprint}
 dtrace="$build/dtrace"

@@ -8,9 +8,11 @@
 # end-of-step flushes), and step time and tokens/s without it. Run it on an idle
 # machine: other load inflates step times and recording alike.
 #
-#   tools/bench/recording.sh [BUILD_DIR] [REPEATS]      (defaults: build, 3)
+#   tools/bench/recording.sh [BUILD_DIR] [REPEATS]      (defaults: build-release, 3)
 set -euo pipefail
-build=${1:-build}
+build=${1:-build-release}
+. "$(dirname "$0")/release.sh"
+release_build "$build"
 repeats=${2:-3}
 steps=${STEPS:-60}
 ranks=${RANKS:-1}

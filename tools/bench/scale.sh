@@ -6,10 +6,12 @@
 # reader reads a run's files round robin within a fixed buffer budget, on a
 # thread per run, so memory must not grow with the number of ranks.
 #
-#   tools/bench/scale.sh [BUILD_DIR]     (default: build; WORK=dir to place the runs,
+#   tools/bench/scale.sh [BUILD_DIR]     (default: build-release; WORK=dir to place the runs,
 #                                         KEEP=1 to keep them, LAYERS=N for the 4096-rank run)
 set -euo pipefail
-build=${1:-build}
+build=${1:-build-release}
+. "$(dirname "$0")/release.sh"
+release_build "$build"
 work=${WORK:-${TMPDIR:-/tmp}/dtrace-bench-scale}
 dtrace="$build/dtrace"
 make_run="$build/tools/bench/make_run"

@@ -1,0 +1,587 @@
+// Bisect's engine below the CLI (issue 17): every stage runs through the
+// replay runner seam (bisect::Options::runner) on a fake workload that writes
+// what a dtrace-replay/1 workload would (DESIGN.md §5), so each verdict, the
+// restore check's cases, the per-process search and the evidence numbers are
+// checked on outputs built here, where the right answer is known exactly.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bisect/bisect.hpp"
+#include "bisect/session.hpp"
+#include "log/record.hpp"
+#include "support.hpp"
+
+using dtrace::Result;
+using dtrace::bisect::Evidence;
+using dtrace::bisect::Options;
+using dtrace::bisect::Report;
+using dtrace::bisect::Verdict;
+using dtrace::test::TempDir;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string hex(std::uint64_t v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// One record of the fake model. A metric carries f32 bits, the rest a hash.
+struct Line {
+  std::string scope, op, io, name;
+  std::uint64_t digest = 0;
+};
+
+void append_step(std::string& out, std::int64_t step, const std::vector<Line>& lines) {
+  int seq = 0;
+  for (const Line& l : lines) {
+    out += "{\"step\":" + std::to_string(step) + ",\"rank\":0,\"seq\":" + std::to_string(seq++) +
+           ",\"scope\":\"" + l.scope + "\",\"op\":\"" + l.op + "\",\"io\":\"" + l.io + "\",\"name\":\"" + l.name +
+           "\",\"dtype\":\"f32\",";
+    out += l.io == "metric" ? "\"bits\":\"" + hex(l.digest, 8) + "\"}\n"
+                            : "\"shape\":[4],\"hash\":\"" + hex(l.digest, 16) + "\"}\n";
+  }
+  out += "{\"step\":" + std::to_string(step) + ",\"rank\":0,\"end\":true,\"count\":" + std::to_string(seq) + "}\n";
+}
+
+std::string header(const std::string& run, const std::string& level, const std::string& argv_json,
+                   const std::string& config_json, const std::string& env_json = "{}") {
+  return "{\"dtrace\":\"fp/1\",\"run\":\"" + run + "\",\"world_size\":1,\"hash\":\"xxh3-64k/1\",\"level\":\"" +
+         level + "\",\"env\":" + env_json + ",\"config\":" + config_json + ",\"replay\":{\"argv\":" + argv_json +
+         ",\"protocol\":\"dtrace-replay/1\"}}\n";
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  dtrace::test::write_text(path, text);
+}
+
+std::vector<std::byte> f32_bytes(const std::vector<std::uint32_t>& bits) {
+  std::vector<std::byte> out(bits.size() * 4);
+  std::memcpy(out.data(), bits.data(), out.size());
+  return out;
+}
+
+std::uint32_t f32(float v) {
+  std::uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+// The fake model: the layer fwd/layer.0 runs gemm (x -> t), then add (t -> y);
+// add is the nondeterministic kernel: its output y, and so the step's loss,
+// take one of a few outcomes, which the scenario picks per replay.
+constexpr std::uint64_t kX = 0x11, kT = 0x77;
+std::uint64_t y_digest(int outcome) { return 0x100 + static_cast<std::uint64_t>(outcome); }
+std::uint32_t loss_bits(int outcome) { return 0x3f800000u + static_cast<std::uint32_t>(outcome); }
+
+struct Workload {
+  // The state each side's replay restores (the runs record theirs separately).
+  std::map<char, std::uint64_t> restored = {{'A', 0x5a}, {'B', 0x5a}};
+  // Outcome of a whole-step replay (layer and capture stages); `call` counts
+  // the whole-step replays before it, of both sides.
+  std::function<int(char side, int call)> step_outcome = [](char side, int) { return side == 'A' ? 0 : 1; };
+  // Outcome of an isolated repetition (kernel and confirm stages).
+  std::function<int(char side, int rep)> isolated_outcome = [](char, int rep) { return rep % 2; };
+  // The layer's recorded input follows the outcome too: no layer is an origin.
+  bool layer_input_follows = false;
+  // Inside the layer the kernel records never show the difference (a blind spot).
+  bool kernels_blind = false;
+  // add's output y, as captured, for each outcome.
+  std::map<int, std::vector<std::uint32_t>> y_bits = {
+      {0, {f32(1), f32(2), f32(3), f32(4)}},
+      {1, {f32(1), f32(2), f32(3), f32(4) + 1}},
+      {2, {f32(1), f32(2), f32(3), f32(4) + 3}},
+  };
+
+  int step_calls = 0;
+  std::vector<std::pair<char, std::map<std::string, std::string>>> calls;
+
+  std::vector<Line> kernel_lines(int outcome) const {
+    const int shown = kernels_blind ? 0 : outcome;
+    return {{"fwd/layer.0", "gemm", "in", "x", kX},
+            {"fwd/layer.0", "gemm", "out", "t", kT},
+            {"fwd/layer.0", "add", "in", "t", kT},
+            {"fwd/layer.0", "add", "out", "y", y_digest(shown)}};
+  }
+
+  // The layer's own records (op "layer") around its kernels, as a kernel-level
+  // recorder writes them; its output is the last kernel's.
+  std::vector<Line> layer_with_kernels(int outcome) const {
+    std::vector<Line> lines = {{"fwd/layer.0", "layer", "in", "x", kX}};
+    for (const Line& l : kernel_lines(outcome)) lines.push_back(l);
+    lines.push_back({"fwd/layer.0", "layer", "out", "y", lines.back().digest});
+    return lines;
+  }
+
+  // A capture directory (dtrace-fp(5)): capture.jsonl and each record's bytes.
+  static void write_capture(const std::string& dir, std::int64_t step, const std::vector<Line>& lines) {
+    std::string index = header("capture", "kernel", "[\"fake\"]", "{}");
+    append_step(index, step, lines);
+    write_file(dir + "/capture.jsonl", index);
+    for (std::size_t seq = 0; seq < lines.size(); ++seq) {
+      dtrace::test::write_text(dir + "/" + dtrace::log::capture_file_name(0, step, static_cast<std::int64_t>(seq)),
+                               "0123456789abcdef");
+    }
+  }
+
+  Result<dtrace::replay::Outcome> run(const dtrace::replay::Command& c) {
+    // Which run's command this is: its argv, or FAKE_SIDE from its header's
+    // env when --replay gave both runs one command.
+    std::map<std::string, std::string> v;
+    for (const auto& [key, value] : c.env) v[key] = value;
+    const char side = v.count("FAKE_SIDE") ? v.at("FAKE_SIDE").at(0) : c.argv.at(1).at(0);
+    calls.emplace_back(side, v);
+    const std::int64_t step = std::stoll(v.at("DTRACE_REPLAY_STEP"));
+    std::string log = header("replay", v.at("DTRACE_LEVEL"), "[\"fake\"]", "{}");
+    if (v.count("DTRACE_ISOLATE")) {
+      const std::string target = v.at("DTRACE_ISOLATE");
+      const int k = std::stoi(v.at("DTRACE_REPEAT"));
+      for (int rep = 0; rep < k; ++rep) {
+        const int outcome = isolated_outcome(side, rep);
+        std::vector<Line> lines = kernel_lines(outcome);
+        if (target == "fwd/layer.0") lines = layer_with_kernels(outcome);
+        if (target == "fwd/layer.0::add") {
+          lines.erase(lines.begin(), lines.begin() + 2);  // add alone: in t (seq 0), out y (seq 1)
+          const std::string dir = v.at("DTRACE_CAPTURE");
+          fs::create_directories(dir);
+          const auto bytes = f32_bytes(y_bits.at(kernels_blind ? 0 : outcome));
+          std::string raw(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+          dtrace::test::write_text(dir + "/" + dtrace::log::capture_file_name(0, rep, 1), raw);
+        }
+        append_step(log, rep, lines);
+      }
+    } else {
+      const int outcome = step_outcome(side, step_calls++);
+      std::vector<Line> lines = {{"opt", "adamw", "state", "w", restored.at(side)}};
+      const std::string level = v.at("DTRACE_LEVEL");
+      if (level == "kernel") {
+        // Inside DTRACE_SCOPE, the layer's records around its kernels; all
+        // of them captured (the layer's inputs are what isolating it reads).
+        auto inner = layer_with_kernels(outcome);
+        lines.insert(lines.end(), inner.begin(), inner.end());
+        if (v.count("DTRACE_CAPTURE")) write_capture(v.at("DTRACE_CAPTURE"), step, inner);
+      } else {
+        lines.push_back({"fwd/layer.0", "layer", "in", "x", layer_input_follows ? kX + outcome : kX});
+        lines.push_back({"fwd/layer.0", "layer", "out", "y", y_digest(outcome)});
+      }
+      lines.push_back({"step", "loss", "metric", "loss", loss_bits(outcome)});
+      append_step(log, step, lines);
+    }
+    write_file(v.at("DTRACE_OUT"), log);
+    dtrace::replay::Outcome outcome;
+    outcome.exit_code = 0;
+    outcome.seconds = 0.01;
+    return outcome;
+  }
+};
+
+// A recorded run at step level: per step, the state it recorded and its loss.
+struct RunSteps {
+  std::vector<std::uint64_t> state;
+  std::vector<int> loss_outcome;
+};
+
+std::string write_run(const TempDir& dir, char side, const RunSteps& steps, const std::string& config,
+                      const std::string& env = "{}") {
+  const std::string run = dir / std::string("run-") + side;
+  std::string log = header(std::string(1, side), "step", "[\"fake-workload\",\"" + std::string(1, side) + "\"]",
+                           config, env);
+  for (std::size_t s = 0; s < steps.state.size(); ++s) {
+    append_step(log, static_cast<std::int64_t>(s),
+                {{"opt", "adamw", "state", "w", steps.state[s]},
+                 {"step", "loss", "metric", "loss", loss_bits(steps.loss_outcome[s])}});
+  }
+  write_file(run + "/rank0.jsonl", log);
+  return run;
+}
+
+struct Bisect {
+  TempDir dir;
+  Workload workload;
+  std::string run_a, run_b;
+  Options options;
+  std::vector<std::string> notes;
+
+  // Runs A and B of one step each by default: same state, losses of outcomes 0 and 1.
+  Bisect(RunSteps a = {{0x5a}, {0}}, RunSteps b = {{0x5a}, {1}}, const std::string& config_a = "{\"seed\":1}",
+         const std::string& config_b = "{\"seed\":1}") {
+    run_a = write_run(dir, 'A', a, config_a);
+    run_b = write_run(dir, 'B', b, config_b);
+    options.run_a = run_a;
+    options.run_b = run_b;
+    options.step = 0;
+    options.rank = 0;
+    options.trust = true;
+    options.runner = [this](const dtrace::replay::Command& c) { return workload.run(c); };
+  }
+
+  Report run() {
+    auto report = dtrace::bisect::run(
+        options, {}, [this](const std::string& stage, const std::string& m) { notes.push_back(stage + ": " + m); });
+    REQUIRE(report);
+    return *report;
+  }
+
+  std::vector<std::string> stages(const Report& r) const {
+    std::vector<std::string> out;
+    for (const auto& p : r.replays) out.push_back(p.stage + " " + std::string(1, p.side));
+    return out;
+  }
+};
+
+bool has_note(const std::vector<std::string>& notes, const std::string& text) {
+  for (const auto& n : notes) {
+    if (n.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("bisect names the kernel whose output differs from the same inputs", "[bisect]") {
+  Bisect b;
+  const Report r = b.run();
+  CHECK(r.verdict == Verdict::named);
+  CHECK(r.scope == "fwd/layer.0");
+  CHECK(r.op == "add");
+  CHECK(r.role == "origin");
+  CHECK(r.layer == "fwd/layer.0");
+  CHECK(r.shared_configuration);
+  CHECK(r.ranks_replayed == std::vector<std::int32_t>{0});
+  CHECK(!r.earlier);
+  CHECK(!r.outcomes);  // the first attempt's replays differed
+  CHECK(b.stages(r) == std::vector<std::string>{"layer A", "layer B", "capture A", "capture B", "kernel A",
+                                                "kernel B", "confirm A", "confirm B"});
+  // The stages asked the workload for what DESIGN.md §5 says.
+  const auto& confirm = b.workload.calls.at(6).second;
+  CHECK(confirm.at("DTRACE_ISOLATE") == "fwd/layer.0::add");
+  CHECK(confirm.at("DTRACE_REPEAT") == "3");
+  CHECK(fs::path(confirm.at("DTRACE_INPUTS")).filename() == "capture-A");
+  REQUIRE(r.evidence);
+  // Repetitions 0, 1, 2 gave outcomes 0, 1, 0 on each side: two distinct
+  // outputs; the first differing pair is A's repetition 0 against A's 1,
+  // whose y differ in the last element by one ulp of 4.0f.
+  const Evidence& e = *r.evidence;
+  CHECK(e.output == "y");
+  CHECK(e.dtype == "f32");
+  CHECK(e.repetitions == 3);
+  CHECK(e.distinct_outputs == 2);
+  CHECK(e.elements == 4);
+  CHECK(e.elements_differing == 1);
+  CHECK(e.max_ulp == std::optional<std::uint64_t>(1));
+  CHECK(e.max_abs_difference == std::ldexp(1.0, -21));
+  CHECK(e.nan_a == 0);
+  CHECK(e.nan_b == 0);
+  CHECK(e.inf_a == 0);
+  CHECK(e.inf_b == 0);
+  CHECK(e.reading.rfind("repetition 0 of A against repetition 1 of A: 1 of 4 elements differ, by at most 1 ulp", 0) ==
+        0);
+  CHECK(e.reading.find("reduction order") != std::string::npos);
+}
+
+TEST_CASE("bisect's evidence: distinct outputs and the pair compared", "[bisect]") {
+  SECTION("three outcomes over both sides, first difference against B") {
+    Bisect b;
+    b.workload.isolated_outcome = [](char side, int rep) { return side == 'A' ? 0 : 1 + rep % 2; };
+    const Report r = b.run();
+    REQUIRE(r.verdict == Verdict::named);
+    REQUIRE(r.evidence);
+    CHECK(r.evidence->distinct_outputs == 3);
+    CHECK(r.evidence->max_ulp == std::optional<std::uint64_t>(1));
+    CHECK(r.evidence->reading.rfind("repetition 0 of A against repetition 0 of B: ", 0) == 0);
+  }
+  SECTION("one output alone: named from the per-kernel replays, and said so") {
+    Bisect b;
+    b.workload.isolated_outcome = [](char, int) { return 0; };
+    const Report r = b.run();
+    REQUIRE(r.verdict == Verdict::named);
+    CHECK(r.op == "add");
+    CHECK(has_note(r.notes, "gave identical outputs; the kernel is named from the per-kernel replays of step 0"));
+    REQUIRE(r.evidence);
+    CHECK(r.evidence->distinct_outputs == 1);
+    CHECK(r.evidence->elements_differing == 0);
+    CHECK(r.evidence->reading ==
+          "alone, from the same inputs, the kernel gave one output in 3 repetitions on each side: its "
+          "nondeterminism did not show in isolation");
+  }
+}
+
+TEST_CASE("compare_outputs counts exactly what differs", "[bisect]") {
+  using dtrace::bisect::compare_outputs;
+  SECTION("f32 with signed zero, NaN and Inf") {
+    const std::uint32_t nan = 0x7fc00000u, inf = 0x7f800000u;
+    const auto a = f32_bytes({f32(1), 0x80000000u, nan, f32(3), inf, f32(100)});
+    const auto b = f32_bytes({f32(1), 0x00000000u, nan, f32(3) + 2, inf, nan});
+    const Evidence e = compare_outputs(a, b, "f32");
+    CHECK(e.elements == 6);
+    CHECK(e.elements_differing == 3);     // -0 vs +0, 3 vs 3+2ulp, 100 vs NaN
+    CHECK(e.max_ulp == std::optional<std::uint64_t>(2));  // -0 and +0 are 1 apart, 3 and its +2 are 2
+    CHECK(e.max_abs_difference == std::ldexp(1.0, -21));  // 2 ulp of 3.0f
+    CHECK(e.nan_a == 1);
+    CHECK(e.nan_b == 2);
+    CHECK(e.inf_a == 1);
+    CHECK(e.inf_b == 1);
+    CHECK(e.reading.find("NaN 1 vs 2, Inf 1 vs 1") != std::string::npos);
+    CHECK(e.reading.find("nothing wrote") != std::string::npos);
+  }
+  SECTION("rounding-sized f32 differences read as reduction order") {
+    const Evidence e = compare_outputs(f32_bytes({f32(1), f32(2), f32(3), f32(4)}),
+                                       f32_bytes({f32(1), f32(2) - 1, f32(3), f32(4) + 1}), "f32");
+    CHECK(e.elements == 4);
+    CHECK(e.elements_differing == 2);
+    CHECK(e.max_ulp == std::optional<std::uint64_t>(1));
+    CHECK(e.max_abs_difference == std::ldexp(1.0, -21));  // one ulp of 4.0f (2.0f's is half that)
+    CHECK(e.reading.rfind("2 of 4 elements differ, by at most 1 ulp", 0) == 0);
+    CHECK(e.reading.find("reduction order") != std::string::npos);
+  }
+  SECTION("values unrelated to the magnitudes read as unwritten memory") {
+    const Evidence e = compare_outputs(f32_bytes({f32(1), f32(2)}), f32_bytes({f32(1), f32(-7.5f)}), "f32");
+    CHECK(e.elements_differing == 1);
+    CHECK(e.max_abs_difference == 9.5);
+    CHECK(e.reading.find("nothing wrote") != std::string::npos);
+  }
+  SECTION("bf16 and f64") {
+    const std::vector<std::byte> a = {std::byte{0x80}, std::byte{0x3f}}, b = {std::byte{0x81}, std::byte{0x3f}};
+    const Evidence e = compare_outputs(a, b, "bf16");  // 1.0 against 1.0078125
+    CHECK(e.elements == 1);
+    CHECK(e.elements_differing == 1);
+    CHECK(e.max_ulp == std::optional<std::uint64_t>(1));
+    CHECK(e.max_abs_difference == 0.0078125);
+    double x = 1.0, y = std::nextafter(std::nextafter(1.0, 2.0), 2.0);
+    std::vector<std::byte> da(8), db(8);
+    std::memcpy(da.data(), &x, 8);
+    std::memcpy(db.data(), &y, 8);
+    const Evidence d = compare_outputs(da, db, "f64");
+    CHECK(d.max_ulp == std::optional<std::uint64_t>(2));
+    CHECK(d.max_abs_difference == std::ldexp(1.0, -51));
+  }
+  SECTION("not a float, or sizes differ: bytes counted") {
+    const std::vector<std::byte> a = {std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}};
+    const std::vector<std::byte> b = {std::byte{1}, std::byte{9}, std::byte{3}, std::byte{8}};
+    const Evidence e = compare_outputs(a, b, "i32");
+    CHECK(e.elements == 4);
+    CHECK(e.elements_differing == 2);
+    CHECK(!e.max_ulp);
+    CHECK(e.reading == "2 of 4 bytes differ (dtype i32 is not a float)");
+    const std::vector<std::byte> shorter = {std::byte{1}, std::byte{2}};
+    const Evidence s = compare_outputs(a, shorter, "f32");
+    CHECK(s.elements == 4);
+    CHECK(s.elements_differing == 2);
+    CHECK(s.reading == "2 of 4 bytes differ (sizes differ)");
+  }
+}
+
+TEST_CASE("bisect's restore check: a replay that does not restore its run's state", "[bisect]") {
+  Bisect b;
+  b.workload.restored['B'] = 0x5b;  // B's replay loads something else than B recorded
+  const Report r = b.run();
+  CHECK(r.verdict == Verdict::restore);
+  CHECK(r.state == "w");
+  CHECK(r.state_scope == "opt");
+  CHECK(r.reached == "restore check: replaying run B at step 0 does not restore the state the run recorded: opt w");
+  CHECK(!r.earlier);
+  CHECK(b.stages(r) == std::vector<std::string>{"layer A", "layer B"});
+}
+
+TEST_CASE("bisect's restore check: runs that diverged before the step", "[bisect]") {
+  // Three steps; the runs' losses differ from step 0 and their states from
+  // step 1 on; each replay restores exactly its own run's state at step 2.
+  const RunSteps a{{0x5a, 0x60, 0x61}, {0, 0, 0}};
+  const RunSteps b{{0x5a, 0x70, 0x71}, {1, 1, 1}};
+  SECTION("different configurations: diverged-earlier, carrying step 0") {
+    Bisect x(a, b, "{\"seed\":1}", "{\"seed\":2}");
+    x.options.step = 2;
+    x.workload.restored = {{'A', 0x61}, {'B', 0x71}};
+    const Report r = x.run();
+    CHECK(r.verdict == Verdict::diverged_earlier);
+    CHECK(dtrace::bisect::verdict_name(r.verdict) == "diverged-earlier");
+    CHECK(!r.shared_configuration);
+    REQUIRE(r.earlier);
+    CHECK(r.earlier->step == 0);
+    CHECK(r.earlier->rank == 0);
+    CHECK(r.earlier->record == "step loss metric loss");
+    CHECK(r.earlier->command == "dtrace bisect --trust --step 0 " + x.run_a + " " + x.run_b);
+    CHECK(r.state.empty());
+    CHECK(r.reached.find("differ in configuration") != std::string::npos);
+    CHECK(x.stages(r) == std::vector<std::string>{"layer A", "layer B"});
+    CHECK(has_note(x.notes, "restore: the runs diverged before step 2"));
+  }
+  SECTION("with --replay the command to bisect there replays the same way") {
+    Bisect x(a, b);
+    x.run_a = write_run(x.dir, 'A', a, "{}", "{\"FAKE_SIDE\":\"A\"}");
+    x.run_b = write_run(x.dir, 'B', b, "{}", "{\"FAKE_SIDE\":\"B\"}");
+    x.options.step = 2;
+    x.options.trust = false;
+    const std::vector<std::string> argv = {"fake-workload", "A", "it's here"};
+    x.options.replay = argv;
+    x.workload.restored = {{'A', 0x61}, {'B', 0x71}};
+    const Report r = x.run();
+    CHECK(r.verdict == Verdict::diverged_earlier);
+    REQUIRE(r.earlier);
+    // The command reads back, word for word, as the same bisect at step 0.
+    auto words = dtrace::replay::split_words(r.earlier->command);
+    REQUIRE(words);
+    REQUIRE(words->size() == 8u);
+    CHECK(std::vector<std::string>(words->begin(), words->begin() + 3) ==
+          std::vector<std::string>{"dtrace", "bisect", "--replay"});
+    CHECK(dtrace::replay::split_words((*words)[3]).value() == argv);
+    CHECK(std::vector<std::string>(words->begin() + 4, words->end()) ==
+          std::vector<std::string>{"--step", "0", x.run_a, x.run_b});
+  }
+  SECTION("one configuration: localized at the step by repeating A's replay") {
+    Bisect x(a, b);
+    x.options.step = 2;
+    x.workload.restored = {{'A', 0x61}, {'B', 0x71}};
+    // A's second replay (the first of the repetition) comes out differently.
+    x.workload.step_outcome = [](char, int call) { return call == 2 ? 1 : 0; };
+    const Report r = x.run();
+    CHECK(r.verdict == Verdict::named);
+    CHECK(r.op == "add");
+    CHECK(r.scope == "fwd/layer.0");
+    CHECK(r.shared_configuration);
+    REQUIRE(r.earlier);
+    CHECK(r.earlier->step == 0);
+    // B is replayed once, for the restore check; everything after is A's.
+    CHECK(x.stages(r) == std::vector<std::string>{"layer A", "layer B", "layer A", "capture A", "capture A",
+                                                  "kernel A", "kernel A", "confirm A", "confirm A"});
+    CHECK(has_note(r.notes, "localized from A's state by repetition"));
+    CHECK(!r.outcomes);
+    REQUIRE(r.evidence);
+    CHECK(r.evidence->distinct_outputs == 2);
+  }
+  SECTION("nothing earlier differs: the runs' own restore is the divergence") {
+    Bisect x(RunSteps{{0x5a, 0x60, 0x61}, {0, 0, 0}}, RunSteps{{0x5a, 0x60, 0x71}, {0, 0, 0}}, "{\"seed\":1}",
+             "{\"seed\":2}");
+    x.options.step = 2;
+    x.workload.restored = {{'A', 0x61}, {'B', 0x71}};
+    const Report r = x.run();
+    CHECK(r.verdict == Verdict::restore);
+    CHECK(r.state == "w");
+    CHECK(!r.earlier);
+    CHECK(r.reached.find("no step they both recorded before it differs") != std::string::npos);
+  }
+}
+
+TEST_CASE("bisect's not-reproduced verdicts", "[bisect]") {
+  SECTION("identical runs, replays that agree: --repeat attempts, no per-process search") {
+    Bisect b(RunSteps{{0x5a}, {0}}, RunSteps{{0x5a}, {0}});
+    b.workload.step_outcome = [](char, int) { return 0; };
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::not_reproduced);
+    CHECK(r.reached ==
+          "layer pass: 3 replays of step 0 on each side agree at layer level; the divergence did not reproduce");
+    CHECK(r.replays.size() == 6u);
+    CHECK(!r.outcomes);
+  }
+  SECTION("replays that reproduce neither run: no more than --repeat, and said so") {
+    Bisect b;
+    b.workload.step_outcome = [](char, int) { return 2; };
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::not_reproduced);
+    CHECK(r.replays.size() == 6u);
+    REQUIRE(r.outcomes);
+    CHECK(r.outcomes->replays == 6);
+    CHECK(r.outcomes->like_a == 0);
+    CHECK(r.outcomes->like_b == 0);
+    CHECK(r.outcomes->neither == 6);
+    CHECK(r.outcomes->attempts == 3);
+    CHECK(r.outcomes->budget == 3);
+    CHECK(r.reached.find("no replay reproduced either run's records") != std::string::npos);
+  }
+  SECTION("replays that all reproduce A: the per-process budget, then what was learned") {
+    Bisect b;
+    b.workload.step_outcome = [](char, int) { return 0; };
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::not_reproduced);
+    CHECK(r.replays.size() == 16u);
+    REQUIRE(r.outcomes);
+    CHECK(r.outcomes->replays == 16);
+    CHECK(r.outcomes->like_a == 16);
+    CHECK(r.outcomes->like_b == 0);
+    CHECK(r.outcomes->neither == 0);
+    CHECK(r.outcomes->attempts == 8);
+    CHECK(r.outcomes->budget == 8);
+    CHECK(r.reached.find("every replay reproduced run A's records and run B's outcome never came up") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("bisect's per-process search names the kernel once both outcomes came up", "[bisect]") {
+  SECTION("the other outcome within an attempt") {
+    Bisect b;
+    // Attempts 1 and 2 both make A's choice; attempt 3's B replay makes B's.
+    b.workload.step_outcome = [](char, int call) { return call == 5 ? 1 : 0; };
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::named);
+    CHECK(r.op == "add");
+    REQUIRE(r.outcomes);
+    CHECK(r.outcomes->replays == 6);
+    CHECK(r.outcomes->like_a == 5);
+    CHECK(r.outcomes->like_b == 1);
+    CHECK(r.outcomes->attempts == 3);
+    CHECK(r.outcomes->budget == 8);
+  }
+  SECTION("beyond --repeat, across attempts") {
+    Bisect b;
+    // Attempts 1-3 make A's choice in both replays, attempt 4 B's in both:
+    // it agrees with itself, and differs from attempt 1.
+    b.workload.step_outcome = [](char, int call) { return call == 6 || call == 7 ? 1 : 0; };
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::named);
+    CHECK(r.op == "add");
+    REQUIRE(r.outcomes);
+    CHECK(r.outcomes->replays == 8);
+    CHECK(r.outcomes->like_a == 6);
+    CHECK(r.outcomes->like_b == 2);
+    CHECK(r.outcomes->neither == 0);
+    CHECK(r.outcomes->attempts == 4);
+    CHECK(has_note(r.notes, "attempt 4: its replays agree with each other but differ from attempt 1's"));
+    CHECK(has_note(r.notes, "per-process choice"));
+  }
+}
+
+TEST_CASE("bisect's not-localized verdicts", "[bisect]") {
+  SECTION("layer pass: the first difference is no layer's origin") {
+    Bisect b;
+    b.workload.layer_input_follows = true;
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::not_localized);
+    CHECK(r.reached.rfind("layer pass: the first layer-level difference, fwd/layer.0 layer in x, is a ", 0) == 0);
+    CHECK(r.reached.find("no recorded layer introduces it") != std::string::npos);
+    CHECK(r.replays.size() == 2u);
+  }
+  SECTION("kernel pass: no op inside the layer differs") {
+    Bisect b;
+    b.workload.kernels_blind = true;
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::not_localized);
+    CHECK(r.layer == "fwd/layer.0");
+    CHECK(r.reached ==
+          "kernel pass: inside fwd/layer.0 no op's outputs differ while its inputs match (3 isolated repetitions "
+          "per side, and the per-kernel replays of step 0)");
+    CHECK(r.replays.size() == 6u);
+  }
+}
+
+TEST_CASE("bisect's replay seam: trouble from the runner is an error naming the run", "[bisect]") {
+  Bisect b;
+  b.options.runner = [](const dtrace::replay::Command&) -> Result<dtrace::replay::Outcome> {
+    dtrace::replay::Outcome o;
+    o.exit_code = 3;
+    o.stderr_tail = "boom";
+    return o;
+  };
+  auto r = dtrace::bisect::run(b.options, {});
+  REQUIRE(!r);
+  CHECK(r.error().message == "replay of run A (layer) failed: exit 3; its stderr ends with:\nboom");
+}
