@@ -115,6 +115,26 @@ struct Workload {
             {"fwd/layer.0", "add", "out", "y", y_digest(shown)}};
   }
 
+  // The layer's own records (op "layer") around its kernels, as a kernel-level
+  // recorder writes them; its output is the last kernel's.
+  std::vector<Line> layer_with_kernels(int outcome) const {
+    std::vector<Line> lines = {{"fwd/layer.0", "layer", "in", "x", kX}};
+    for (const Line& l : kernel_lines(outcome)) lines.push_back(l);
+    lines.push_back({"fwd/layer.0", "layer", "out", "y", lines.back().digest});
+    return lines;
+  }
+
+  // A capture directory (dtrace-fp(5)): capture.jsonl and each record's bytes.
+  static void write_capture(const std::string& dir, std::int64_t step, const std::vector<Line>& lines) {
+    std::string index = header("capture", "kernel", "[\"fake\"]", "{}");
+    append_step(index, step, lines);
+    write_file(dir + "/capture.jsonl", index);
+    for (std::size_t seq = 0; seq < lines.size(); ++seq) {
+      dtrace::test::write_text(dir + "/" + dtrace::log::capture_file_name(0, step, static_cast<std::int64_t>(seq)),
+                               "0123456789abcdef");
+    }
+  }
+
   Result<dtrace::replay::Outcome> run(const dtrace::replay::Command& c) {
     // Which run's command this is: its argv, or FAKE_SIDE from its header's
     // env when --replay gave both runs one command.
@@ -130,6 +150,7 @@ struct Workload {
       for (int rep = 0; rep < k; ++rep) {
         const int outcome = isolated_outcome(side, rep);
         std::vector<Line> lines = kernel_lines(outcome);
+        if (target == "fwd/layer.0") lines = layer_with_kernels(outcome);
         if (target == "fwd/layer.0::add") {
           lines.erase(lines.begin(), lines.begin() + 2);  // add alone: in t (seq 0), out y (seq 1)
           const std::string dir = v.at("DTRACE_CAPTURE");
@@ -145,9 +166,11 @@ struct Workload {
       std::vector<Line> lines = {{"opt", "adamw", "state", "w", restored.at(side)}};
       const std::string level = v.at("DTRACE_LEVEL");
       if (level == "kernel") {
-        // Inside DTRACE_SCOPE, the layer's kernels in place of its layer records.
-        auto inner = kernel_lines(outcome);
+        // Inside DTRACE_SCOPE, the layer's records around its kernels; all
+        // of them captured (the layer's inputs are what isolating it reads).
+        auto inner = layer_with_kernels(outcome);
         lines.insert(lines.end(), inner.begin(), inner.end());
+        if (v.count("DTRACE_CAPTURE")) write_capture(v.at("DTRACE_CAPTURE"), step, inner);
       } else {
         lines.push_back({"fwd/layer.0", "layer", "in", "x", layer_input_follows ? kX + outcome : kX});
         lines.push_back({"fwd/layer.0", "layer", "out", "y", y_digest(outcome)});
@@ -156,7 +179,6 @@ struct Workload {
       // Seconds the step took: different in every process, replays included.
       lines.push_back({"step", "time", "timing", "step_seconds", 0x3c000000u + static_cast<std::uint64_t>(step_calls)});
       append_step(log, step, lines);
-      if (v.count("DTRACE_CAPTURE")) fs::create_directories(v.at("DTRACE_CAPTURE"));
     }
     write_file(v.at("DTRACE_OUT"), log);
     dtrace::replay::Outcome outcome;

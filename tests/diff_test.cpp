@@ -84,6 +84,7 @@ struct RunSpec {
   std::map<std::pair<int, std::int64_t>, std::vector<Record>> steps;  // (rank, step): records
   std::set<std::pair<int, std::int64_t>> without_end;
   bool one_file = false;  // every rank in run.jsonl, in map order, instead of rank<r>.jsonl
+  std::string level = "layer";
 
   std::vector<Record>& at(int rank, std::int64_t step) { return steps.at({rank, step}); }
   // Marks a record of B as different (a fresh hash, or the next float up).
@@ -110,7 +111,7 @@ std::string write_run(const TempDir& dir, const std::string& name, const RunSpec
   header.run = name;
   header.world_size = spec.world_size;
   header.hash = spec.hash;
-  header.level = "layer";
+  header.level = spec.level;
   auto writer_for = [&](int rank) -> dtrace::log::Writer& {
     const std::string file = spec.one_file ? "run.jsonl" : "rank" + std::to_string(rank) + ".jsonl";
     auto it = writers.find(file);
@@ -658,6 +659,98 @@ TEST_CASE("runs that cannot be compared are errors", "[diff][errors]") {
     const std::string e = diff_error(dir, standard_run(2, 0, 1), b);
     CHECK(e.find("no complete step in common") != std::string::npos);
   }
+}
+
+// ---- runs recorded at different levels ----------------------------------------
+
+// The standard run at kernel level: each rank's step also holds the kernels
+// inside the layer (and one more input of gemm_fc1 that only a kernel-level
+// recorder sees), which a layer-level run does not write.
+RunSpec kernel_level_run(int world_size, std::int64_t first, std::int64_t last) {
+  RunSpec spec = standard_run(world_size, first, last);
+  spec.level = "kernel";
+  for (auto& [key, records] : spec.steps) {
+    const std::uint64_t k = h(key.first, key.second, 50);
+    records.insert(records.begin() + 1,
+                   {tensor("fwd/layer.0/mlp", "gemm_fc1", Io::in, "w", "bf16", kShapeX, k),
+                    tensor("fwd/layer.0/mlp", "matmul", Io::in, "x", "bf16", kShapeX, k + 1),
+                    tensor("fwd/layer.0/mlp", "matmul", Io::out, "y", "bf16", kShapeY, k + 2),
+                    tensor("fwd/layer.0/mlp", "gelu", Io::in, "x", "bf16", kShapeY, k + 2),
+                    tensor("fwd/layer.0/mlp", "gelu", Io::out, "y", "bf16", kShapeY, k + 3)});
+  }
+  return spec;
+}
+
+TEST_CASE("the same run at layer and at kernel level is identical", "[diff][levels]") {
+  for (bool kernel_first : {false, true}) {
+    TempDir dir;
+    const RunSpec layer = standard_run(2, 0, 2), kernel = kernel_level_run(2, 0, 2);
+    const Report r = kernel_first ? diff(dir, kernel, layer) : diff(dir, layer, kernel);
+    CHECK_FALSE(r.diverged());
+    CHECK(r.compared.records == 30);  // what the layer-level run holds
+    const std::string fine = kernel_first ? "A" : "B", coarse = kernel_first ? "B" : "A";
+    CHECK(has_note(r, "run " + fine + " was recorded at level kernel, run " + coarse +
+                          " at level layer: only the records both levels write are compared (30 in/out "
+                          "records that only " + fine + "'s finer level writes were left out)"));
+  }
+}
+
+TEST_CASE("runs at different levels diverge on a record both write, with its role", "[diff][levels]") {
+  TempDir dir;
+  RunSpec kernel = kernel_level_run(2, 0, 2);
+  // gemm_fc1's output y (index 6 after the five kernel records): its input x
+  // matches, and its input w, which only the kernel level records, is no
+  // reason to call it a receiver.
+  kernel.change(1, 1, 6);
+  const Report r = diff(dir, standard_run(2, 0, 2), kernel);
+  REQUIRE(r.first);
+  CHECK(r.first->step == 1);
+  CHECK(r.first->rank == 1);
+  CHECK(r.first->op == "gemm_fc1");
+  CHECK(r.first->name == "y");
+  CHECK(r.first->kind == Kind::value);
+  CHECK(r.first->role == Role::origin);
+
+  TempDir dir2;
+  RunSpec kernel2 = kernel_level_run(2, 0, 2);
+  kernel2.change(0, 2, kX);  // the layer's input x: a receiver
+  const Report r2 = diff(dir2, kernel2, standard_run(2, 0, 2));
+  REQUIRE(r2.first);
+  CHECK(r2.first->step == 2);
+  CHECK(r2.first->name == "x");
+  CHECK(r2.first->role == Role::receiver);
+}
+
+TEST_CASE("runs at different levels: a record the coarser run writes is still required", "[diff][levels]") {
+  TempDir dir;
+  RunSpec kernel = kernel_level_run(2, 0, 2);
+  kernel.at(0, 1).pop_back();  // the loss, which every level writes
+  const Report r = diff(dir, standard_run(2, 0, 2), kernel);
+  REQUIRE(r.first);
+  CHECK(r.first->step == 1);
+  CHECK(r.first->name == "loss");
+  CHECK(r.first->kind == Kind::structure);
+  CHECK(r.first->detail == "recorded in A only");
+
+  // A state or metric record only the finer run has is no level's privilege.
+  TempDir dir2;
+  RunSpec kernel2 = kernel_level_run(2, 0, 2);
+  kernel2.at(1, 0).push_back(scalar("step", "grad_norm", Io::metric, "grad_norm", 0x3f800000u));
+  const Report r2 = diff(dir2, standard_run(2, 0, 2), kernel2);
+  REQUIRE(r2.first);
+  CHECK(r2.first->name == "grad_norm");
+  CHECK(r2.first->detail == "recorded in B only");
+}
+
+TEST_CASE("runs at one level: a record on one side only stays a mismatch", "[diff][levels]") {
+  TempDir dir;
+  RunSpec a = kernel_level_run(2, 0, 2), b = kernel_level_run(2, 0, 2);
+  a.at(0, 1).erase(a.at(0, 1).begin() + 2);  // matmul's input x, in B only
+  const Report r = diff(dir, a, b);
+  REQUIRE(r.first);
+  CHECK(r.first->op == "matmul");
+  CHECK(r.first->detail == "recorded in B only");
+  CHECK_FALSE(has_note(r, "only the records both levels write"));
 }
 
 TEST_CASE("header differences", "[diff][header]") {

@@ -171,6 +171,63 @@ TEST_CASE("minitrain planted op gives different outputs in every isolated repeti
   CHECK(outputs.size() == 4);  // y: a different value each time
 }
 
+TEST_CASE("minitrain isolates the call of an op that DTRACE_OCCURRENCE names", "[minitrain][replay]") {
+  test_support::TempDir dir;
+  mt::Config config = small_config(write_corpus(dir), dir / "ck");
+  config.planted = mt::Planted::splitk_second_call;
+  const auto site = mt::planted_site(config.planted, config.shape);
+  CHECK(site.occurrence == 1);
+  CHECK(site.calls == 2);
+
+  dtrace::ReplayRequest replay;
+  replay.step = 0;
+  replay.out = dir / "replay.jsonl";
+  replay.level = dtrace::Level::kernel;
+  replay.scope = site.scope;
+  replay.capture = dir / "capture";
+  mt::run(config, "minitrain", replay, {});
+  // Rank 0's input x of each call of the op, in call order, as captured.
+  auto inputs_x = [&](const std::string& path, int step) {
+    std::vector<std::string> xs;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("scope") && j["rank"] == 0 && j["step"] == step && j["scope"] == site.scope &&
+          j["op"] == site.op && j["io"] == "in" && j["name"] == "x") {
+        xs.push_back(j["hash"]);
+      }
+    }
+    return xs;
+  };
+  const auto captured = inputs_x(dir / "capture/capture.jsonl", 0);
+  REQUIRE(captured.size() == 2);
+  CHECK(captured[0] != captured[1]);
+
+  for (int call : {0, 1}) {
+    dtrace::ReplayRequest request;
+    request.isolate = site.scope + "::" + site.op;
+    request.isolate_occurrence = call;
+    request.inputs = dir / "capture";
+    request.repeat = 3;
+    request.level = dtrace::Level::kernel;
+    request.out = dir / ("isolate-" + std::to_string(call) + ".jsonl");
+    const auto r = mt::run(config, "minitrain", request, {});
+    CHECK(r.isolated_runs == 3 * config.ranks);  // the one call, not both
+    const Log isolated = read_log(*request.out);
+    REQUIRE(isolated.by_step.size() == 3);
+    std::set<std::string> outputs;
+    for (const auto& [k, records] : isolated.by_step) {
+      CHECK(inputs_x(*request.out, k) == std::vector<std::string>{captured[static_cast<std::size_t>(call)]});
+      for (const auto& [id, value] : records) {
+        if (std::get<0>(id) == 0 && std::get<3>(id) == "out") outputs.insert(value);
+      }
+    }
+    // Only the second call splits K: one output for the first, three for it.
+    CHECK(outputs.size() == (call == 0 ? 1u : 3u));
+  }
+}
+
 TEST_CASE("minitrain isolation of something the model lacks is an error", "[minitrain][replay]") {
   test_support::TempDir dir;
   const mt::Config config = small_config(write_corpus(dir), dir / "ck");

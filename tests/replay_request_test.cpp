@@ -57,6 +57,28 @@ TEST_CASE("DTRACE_ISOLATE names a scope, or a scope and an op") {
   CHECK(op.isolate_op() == "aten::mm");
 }
 
+TEST_CASE("DTRACE_OCCURRENCE names which call of the isolated op to run") {
+  using Catch::Contains;
+  const std::map<std::string, std::string> isolate{{"DTRACE_ISOLATE", "fwd/mixer::seqmean"},
+                                                   {"DTRACE_INPUTS", "/tmp/c"}};
+  // Unnamed: the first call, as a workload that predates the variable runs.
+  CHECK_FALSE(parse(isolate).isolate_occurrence);
+  CHECK(parse(isolate).isolate_call() == 0);
+  auto second = isolate;
+  second["DTRACE_OCCURRENCE"] = "1";
+  CHECK(parse(second).isolate_occurrence == 1);
+  CHECK(parse(second).isolate_call() == 1);
+  second["DTRACE_OCCURRENCE"] = "";
+  CHECK_FALSE(parse(second).isolate_occurrence);
+  for (const char* bad : {"-1", "two", "1.0", "99999999999"}) {
+    auto variables = isolate;
+    variables["DTRACE_OCCURRENCE"] = bad;
+    CHECK_THROWS_WITH(parse(variables), Contains(std::string("DTRACE_OCCURRENCE=") + bad));
+  }
+  CHECK_THROWS_WITH(parse({{"DTRACE_OCCURRENCE", "1"}}),
+                    Contains("DTRACE_OCCURRENCE=1") && Contains("DTRACE_ISOLATE"));
+}
+
 TEST_CASE("an empty variable counts as unset") {
   const auto request =
       parse({{"DTRACE_OUT", ""}, {"DTRACE_REPLAY_STEP", ""}, {"DTRACE_LEVEL", ""}});

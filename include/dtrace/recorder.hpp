@@ -90,7 +90,7 @@ std::uint64_t host_fingerprint(const void* data, std::size_t bytes);
 // start-up with from_environment(); an invalid value throws RecorderError naming
 // the variable and the value. An empty variable counts as unset. Combinations
 // that cannot mean anything are refused too: DTRACE_ISOLATE without
-// DTRACE_INPUTS, DTRACE_INPUTS or DTRACE_REPEAT > 1 without DTRACE_ISOLATE,
+// DTRACE_INPUTS, DTRACE_INPUTS, DTRACE_OCCURRENCE or DTRACE_REPEAT > 1 without DTRACE_ISOLATE,
 // DTRACE_CAPTURE naming the DTRACE_INPUTS directory, a workflow variable
 // (DTRACE_RUN_DIR, DTRACE_STOP_AT, ...) in a replay, DTRACE_STOP_AT not after
 // DTRACE_RESUME_AT.
@@ -101,6 +101,12 @@ struct ReplayRequest {
   std::string scope;                         // DTRACE_SCOPE ("" = everywhere)
   std::optional<std::string> capture;        // DTRACE_CAPTURE (directory)
   std::optional<std::string> isolate;        // DTRACE_ISOLATE ("scope" or "scope::op")
+  // DTRACE_OCCURRENCE: which call of the isolated op (or layer) in the captured
+  // step to run, counted as a record's occurrence (0 the first call; dtrace-fp(5)).
+  // nullopt when not named, which means the first call: a workload that counts
+  // the calls of the isolated target and runs this one (isolate_call()) also
+  // answers requests that name none.
+  std::optional<int> isolate_occurrence;
   std::optional<std::string> inputs;         // DTRACE_INPUTS (a capture directory)
   int repeat = 1;                            // DTRACE_REPEAT
   // dtrace's workflow extensions (man/dtrace.1: verify, tax), for a training run
@@ -126,6 +132,8 @@ struct ReplayRequest {
   // Both empty without DTRACE_ISOLATE.
   std::string_view isolate_scope() const;
   std::string_view isolate_op() const;
+  // The call to isolate: isolate_occurrence, or 0 when the request names none.
+  int isolate_call() const { return isolate_occurrence.value_or(0); }
 };
 
 struct RunOptions {

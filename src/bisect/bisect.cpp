@@ -2,6 +2,8 @@
 // narrowing the search or settling the verdict.
 #include "bisect/bisect.hpp"
 
+#include <algorithm>
+
 #include "bisect/session.hpp"
 #include "diff/diff.hpp"
 
@@ -68,10 +70,19 @@ Result<Report> run(const Options& options, const Progress& progress, const Stage
   rep.op = (*kernel)->op;
   rep.scope = (*kernel)->scope;
   rep.role = "origin";
-  rep.reached = "kernel named: " + rep.scope + " " + rep.op + " (output " + (*kernel)->name + ")";
-  session.note("kernel", "suspect kernel: " + rep.scope + " " + rep.op + "; confirming it alone");
+  rep.occurrence = (*kernel)->occurrence;
+  // How many calls of the op the step holds, from A's per-kernel replay of it.
+  auto replayed = load_step(session.path("kernel-A.jsonl"), rep.rank, rep.step);
+  if (!replayed) return replayed.error();
+  if (*replayed) rep.calls = std::max(1, calls_of((*replayed)->step, rep.scope, rep.op));
+  rep.calls = std::max(rep.calls, rep.occurrence + 1);
+  const std::string call = rep.calls > 1 ? ", call " + n(rep.occurrence + 1) + " of " + n(rep.calls) : "";
+  rep.reached = "kernel named: " + rep.scope + " " + rep.op + call + " (output " + (*kernel)->name + ")";
+  session.note("kernel", "suspect kernel: " + rep.scope + " " + rep.op + call + "; confirming it alone");
   if (auto r = confirm(session, **kernel); !r) {
-    // The kernel is named; a confirmation that could not run is reported, not fatal.
+    // The kernel is named; a confirmation that could not run is reported, not
+    // fatal. One the workload did not comply with is trouble, as at any stage.
+    if (session.noncompliant()) return r.error();
     rep.notes.push_back("confirmation failed: " + r.error().message);
   }
   return rep;

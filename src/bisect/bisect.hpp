@@ -39,6 +39,14 @@ struct Options {
 enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier };
 std::string_view verdict_name(Verdict verdict);
 
+// What a named kernel rests on (man/dtrace.1): confirmed alone (its
+// repetitions from one input gave different outputs); or, when alone it
+// repeated itself, the suspect layer's repetitions from one input, where its
+// output differed while its inputs matched; or, when the layer alone repeated
+// itself too, the per-kernel replays of the whole step.
+enum class Basis { confirmed, layer_repetitions, step_replays };
+std::string_view basis_name(Basis basis);
+
 // One execution of the workload.
 struct Replay {
   std::string stage;   // "layer", "capture", "kernel", "confirm"
@@ -94,6 +102,9 @@ struct Report {
   bool shared_configuration = false;  // A and B are one configuration, replayed repeatedly
   // named:
   std::string op, scope, role;
+  int occurrence = 0;  // which call of op in scope at the step (0 the first)
+  int calls = 1;       // how many calls of op the step's scope holds
+  Basis basis = Basis::confirmed;
   std::string layer;                  // the suspect layer scope
   // restore:
   std::string state, state_scope;

@@ -44,15 +44,11 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
   const int k = std::max(2, s.options.repeat);
   for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
     const std::string x(1, slot);
-    if (auto r = s.replay("confirm", *side, {{"DTRACE_REPLAY_STEP", n(rep.step)},
-                                             {"DTRACE_LEVEL", "kernel"},
-                                             {"DTRACE_SCOPE", kernel.scope},
-                                             {"DTRACE_ISOLATE", kernel.scope + "::" + kernel.op},
-                                             {"DTRACE_INPUTS", s.path("capture-A")},
-                                             {"DTRACE_REPEAT", n(k)},
-                                             {"DTRACE_CAPTURE", s.path("confirm-" + x)},
-                                             {"DTRACE_OUT", s.path("confirm-" + x + ".jsonl")}});
-        !r) {
+    Variables variables = isolation_variables(n(rep.step), kernel.scope, kernel.scope + "::" + kernel.op,
+                                              kernel.occurrence, s.path("capture-A"), k,
+                                              s.path("confirm-" + x + ".jsonl"));
+    variables.emplace_back("DTRACE_CAPTURE", s.path("confirm-" + x));
+    if (auto r = s.replay("confirm", *side, variables, Target{kernel.scope, kernel.op, kernel.occurrence}); !r) {
       return r.error();
     }
   }
@@ -103,6 +99,7 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
   e.repetitions = k;
   e.distinct_outputs = static_cast<int>(distinct.size());
   rep.evidence = e;
+  if (e.distinct_outputs > 1) rep.basis = Basis::confirmed;
   return {};
 }
 

@@ -39,16 +39,21 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
   Report& rep = s.report;
   const std::string step = n(rep.step);
   const int k = std::max(2, s.options.repeat);
+  // The layer's own records, whose inputs the capture must hold and the
+  // isolated repetitions must run from.
+  const Target target{layer.scope, layer.op, layer.occurrence};
   // Per-kernel replays of the step inside the layer, capturing its tensors.
   // Files are named by slot: after an earlier divergence (Session::repeat_a)
   // the second slot replays A again.
   for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
     const std::string x(1, slot);
-    if (auto r = s.replay("capture", *side, {{"DTRACE_REPLAY_STEP", step},
-                                             {"DTRACE_LEVEL", "kernel"},
-                                             {"DTRACE_SCOPE", layer.scope},
-                                             {"DTRACE_CAPTURE", s.path("capture-" + x)},
-                                             {"DTRACE_OUT", s.path("kernel-" + x + ".jsonl")}});
+    if (auto r = s.replay("capture", *side,
+                          {{"DTRACE_REPLAY_STEP", step},
+                           {"DTRACE_LEVEL", "kernel"},
+                           {"DTRACE_SCOPE", layer.scope},
+                           {"DTRACE_CAPTURE", s.path("capture-" + x)},
+                           {"DTRACE_OUT", s.path("kernel-" + x + ".jsonl")}},
+                          target);
         !r) {
       return r.error();
     }
@@ -56,13 +61,10 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
   // The layer alone from A's captured inputs, K times per side.
   for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
     const std::string x(1, slot);
-    if (auto r = s.replay("kernel", *side, {{"DTRACE_REPLAY_STEP", step},
-                                            {"DTRACE_LEVEL", "kernel"},
-                                            {"DTRACE_SCOPE", layer.scope},
-                                            {"DTRACE_ISOLATE", layer.scope},
-                                            {"DTRACE_INPUTS", s.path("capture-A")},
-                                            {"DTRACE_REPEAT", n(k)},
-                                            {"DTRACE_OUT", s.path("isolate-" + x + ".jsonl")}});
+    if (auto r = s.replay("kernel", *side,
+                          isolation_variables(step, layer.scope, layer.scope, layer.occurrence,
+                                              s.path("capture-A"), k, s.path("isolate-" + x + ".jsonl")),
+                          target);
         !r) {
       return r.error();
     }
@@ -78,7 +80,10 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
     return Error{"isolating " + layer.scope + " wrote no repetition for rank " + n(rep.rank) + " to " +
                  s.path("isolate-A.jsonl")};
   }
-  if (auto suspect = first_origin(reps)) return std::optional<Suspect>{suspect};
+  if (auto suspect = first_origin(reps)) {
+    rep.basis = Basis::layer_repetitions;
+    return std::optional<Suspect>{suspect};
+  }
 
   // Alone, from identical inputs, the layer repeated itself. The per-kernel
   // replays of the whole step may still show which op differs.
@@ -89,6 +94,7 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
       rep.notes.push_back("re-run alone " + n(k) + " times per side, " + layer.scope +
                           " gave identical outputs; the kernel is named from the per-kernel replays of step " +
                           step);
+      rep.basis = Basis::step_replays;
       return std::optional<Suspect>{Suspect{m.scope, m.op, m.name, m.io, m.occurrence}};
     }
   }

@@ -21,6 +21,15 @@ std::string_view verdict_name(Verdict verdict) {
   return "unknown";
 }
 
+std::string_view basis_name(Basis basis) {
+  switch (basis) {
+    case Basis::confirmed: return "confirmed";
+    case Basis::layer_repetitions: return "layer-repetitions";
+    case Basis::step_replays: return "step-replays";
+  }
+  return "unknown";
+}
+
 Session::Session(const Options& opts, const Progress& progress, const StageNote& note, Report& rep)
     : options(opts), report(rep), progress_(progress), note_(note) {}
 
@@ -50,7 +59,8 @@ Result<void> Session::open_workdir() {
   return {};
 }
 
-Result<void> Session::replay(const std::string& stage, const Side& side, const Variables& variables) {
+Result<void> Session::replay(const std::string& stage, const Side& side, const Variables& variables,
+                             const std::optional<Target>& target) {
   Replay record;
   record.stage = stage;
   record.side = side.name;
@@ -77,7 +87,11 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
     if (!outcome->stderr_tail.empty()) message += "; its stderr ends with:\n" + outcome->stderr_tail;
     return Error{message};
   }
-  return check_replay_log(stage, side, variables);
+  if (auto r = check_replay_log(stage, side, variables); !r) return r;
+  auto complied = check_compliance("replay of run " + std::string(1, side.name) + " (" + stage + ")", side,
+                                   report.rank, variables, target);
+  if (!complied) noncompliant_ = true;
+  return complied;
 }
 
 // A replay that exits 0 must have written a log to DTRACE_OUT that opens as a
@@ -97,6 +111,15 @@ Result<void> Session::check_replay_log(const std::string& stage, const Side& sid
     return Error{who + " wrote a log dtrace cannot read: " + reader.error().message};
   }
   return {};
+}
+
+Variables isolation_variables(const std::string& step, const std::string& scope, const std::string& isolate,
+                              int occurrence, const std::string& inputs, int k, const std::string& out) {
+  Variables v{{"DTRACE_REPLAY_STEP", step}, {"DTRACE_LEVEL", "kernel"}, {"DTRACE_SCOPE", scope},
+              {"DTRACE_ISOLATE", isolate}};
+  if (occurrence > 0) v.emplace_back("DTRACE_OCCURRENCE", std::to_string(occurrence));
+  v.insert(v.end(), {{"DTRACE_INPUTS", inputs}, {"DTRACE_REPEAT", std::to_string(k)}, {"DTRACE_OUT", out}});
+  return v;
 }
 
 Result<std::optional<LoadedStep>> load_step(const std::string& path, std::int32_t rank,

@@ -33,6 +33,14 @@ struct Side {
   std::optional<LoadedStep> recorded;
 };
 
+// The call a stage needs a replay to have run or captured: a layer's own
+// records (op = the layer's op) or one op's, and which call of it in the step
+// (a record's occurrence: 0 the first, man/dtrace-fp.5).
+struct Target {
+  std::string scope, op;
+  int occurrence = 0;
+};
+
 class Session {
  public:
   Session(const Options& options, const Progress& progress, const StageNote& note, Report& report);
@@ -43,8 +51,14 @@ class Session {
 
   // Runs side's command with `variables` added; trouble (it could not start,
   // crashed, exited nonzero, timed out) is an Error with the tail of its stderr,
-  // and so is exiting 0 without a readable log in DTRACE_OUT.
-  Result<void> replay(const std::string& stage, const Side& side, const Variables& variables);
+  // and so is exiting 0 without a readable log in DTRACE_OUT, or a replay that
+  // did not give what the variables asked for (check_compliance, with the
+  // call `target` the stage isolates or captures the inputs of).
+  Result<void> replay(const std::string& stage, const Side& side, const Variables& variables,
+                      const std::optional<Target>& target = std::nullopt);
+  // True once a replay did not comply with its request: the bisection stops
+  // there (exit 2), even where a failed stage would otherwise be only noted.
+  bool noncompliant() const { return noncompliant_; }
   void note(const std::string& stage, const std::string& message) const {
     if (note_) note_(stage, message);
   }
@@ -65,6 +79,7 @@ class Session {
   const StageNote& note_;
   std::string workdir_;
   bool remove_ = false;
+  bool noncompliant_ = false;
 };
 
 // nullopt when the log has no complete step `step` for `rank`.
@@ -90,6 +105,24 @@ struct Suspect {
 Result<std::optional<Suspect>> layer_pass(Session& session);
 Result<std::optional<Suspect>> kernel_pass(Session& session, const Suspect& layer);
 Result<void> confirm(Session& session, const Suspect& kernel);
+
+// Compliance (compliance.cpp): the replay `variables` asked of `side` for
+// `rank` gave what they asked -- under DTRACE_ISOLATE, repetitions 0..K-1,
+// complete, holding only the isolated layer or op, each with the captured
+// inputs of `target`'s call; under DTRACE_REPLAY_STEP, that step only,
+// complete, with restored state where the run recorded state; a capture
+// holding `target`'s inputs and nothing outside DTRACE_SCOPE. Otherwise an
+// Error, starting with `who`, that says what the workload did instead.
+Result<void> check_compliance(const std::string& who, const Side& side, std::int32_t rank,
+                              const Variables& variables, const std::optional<Target>& target);
+// The variables of an isolation of `isolate` ("scope" or "scope::op") from the
+// capture `inputs`, `k` repetitions into `out`. DTRACE_OCCURRENCE names a call
+// after the first only, so a workload that predates it sees, wherever an op
+// occurs once, the request it always saw (man/dtrace-fp.5).
+Variables isolation_variables(const std::string& step, const std::string& scope, const std::string& isolate,
+                              int occurrence, const std::string& inputs, int k, const std::string& out);
+// How many calls of (scope, op) a step holds (the report's "call 2 of 2").
+int calls_of(const log::Step& step, const std::string& scope, const std::string& op);
 
 // The restore check, case (b) (dtrace(1)): each replay matched its own run;
 // when the runs' recorded states at the step differ, the runs diverged

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace dtrace::diff {
 
@@ -172,6 +173,33 @@ int occurrence_of(const Step& step, std::size_t index) {
     if (same_identity(step.records[i], r)) ++n;
   }
   return n;
+}
+
+Step common_records(const Step& finer, const Step& coarser, std::uint64_t& left_out) {
+  const std::vector<int> occ_finer = occurrences(finer), occ_coarser = occurrences(coarser);
+  std::unordered_set<std::string> coarse_identities;
+  for (std::size_t j = 0; j < coarser.records.size(); ++j) {
+    coarse_identities.insert(identity_key(coarser.records[j], occ_coarser[j]));
+  }
+  Step out;
+  out.rank = finer.rank;
+  out.step = finer.step;
+  out.status = finer.status;
+  out.declared_count = finer.declared_count;
+  out.records.reserve(coarser.records.size());
+  // Dropping an identity (key, n) leaves the occurrences below n as they were:
+  // the coarser step lacks (key, n) only when it has fewer than n + 1 of key,
+  // so only a key's last occurrences are ever dropped.
+  for (std::size_t i = 0; i < finer.records.size(); ++i) {
+    const Record& r = finer.records[i];
+    const bool level_dependent = r.io == log::Io::in || r.io == log::Io::out;
+    if (level_dependent && !coarse_identities.contains(identity_key(r, occ_finer[i]))) {
+      ++left_out;
+      continue;
+    }
+    out.records.push_back(r);
+  }
+  return out;
 }
 
 StepComparison compare_step(const Step& a, const Step& b) {

@@ -29,6 +29,14 @@ struct StepComparison {
 
 StepComparison compare_step(const log::Step& a, const log::Step& b);
 
+// Runs recorded at different levels (man/dtrace.1, diff): the finer run's step
+// without the in and out records that the coarser run's step lacks, which only
+// the finer level writes. State and metric records (written at every level)
+// are kept, so one missing from the coarser run is still a structure mismatch,
+// and so is every record the coarser run has and the finer one lacks.
+// `left_out` counts the records dropped.
+log::Step common_records(const log::Step& finer, const log::Step& coarser, std::uint64_t& left_out);
+
 // How many earlier records of the step share record i's (scope, op, io, name).
 int occurrence_of(const log::Step& step, std::size_t index);
 

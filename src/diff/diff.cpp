@@ -96,6 +96,11 @@ struct Comparison {
   IntervalSet steps_compared;
   std::set<std::int32_t> ranks_compared;
   std::uint64_t records = 0;
+  // The run recorded at the finer level ('A' or 'B'), 0 when the levels agree
+  // (or one is unknown); its in/out records the other level does not write
+  // are left out of the comparison, and counted.
+  char finer = 0;
+  std::uint64_t finer_only = 0;
 };
 
 // Thrown inside the loop when an early decision ("A's step s has no partner")
@@ -136,7 +141,12 @@ Mismatch describe(const Step& a, const Step& b, const MismatchAt& at, const Clas
   return m;
 }
 
-void compare(Comparison& cmp, const Step& a, const Step& b) {
+void compare(Comparison& cmp, const Step& a_read, const Step& b_read) {
+  std::optional<Step> common;
+  if (cmp.finer == 'A') common = common_records(a_read, b_read, cmp.finer_only);
+  if (cmp.finer == 'B') common = common_records(b_read, a_read, cmp.finer_only);
+  const Step& a = cmp.finer == 'A' ? *common : a_read;
+  const Step& b = cmp.finer == 'B' ? *common : b_read;
   const StepComparison result = compare_step(a, b);
   cmp.records += result.records;
   cmp.steps_compared.insert(a.step);
@@ -216,6 +226,15 @@ Result<void> read_both(Comparison& cmp, bool early_decisions) {
   return {};
 }
 
+// A level's place in the order step < layer < kernel (DESIGN.md §1 "level");
+// nullopt for a level this dtrace does not know, or none.
+std::optional<int> level_order(std::string_view level) {
+  if (level == "step") return 0;
+  if (level == "layer") return 1;
+  if (level == "kernel") return 2;
+  return std::nullopt;
+}
+
 std::string rank_list(const std::vector<std::int32_t>& ranks) {
   IntervalSet set;
   for (auto r : ranks) set.insert(r);
@@ -258,6 +277,9 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
     return Error{"runs cannot be compared: " + run_a + " has world_size " +
                  std::to_string(ha.world_size) + ", " + run_b + " has " + std::to_string(hb.world_size)};
   }
+  // A finer re-run against a coarser baseline: compare what both levels record.
+  const auto order_a = level_order(ha.level), order_b = level_order(hb.level);
+  if (order_a && order_b && *order_a != *order_b) cmp.finer = *order_a > *order_b ? 'A' : 'B';
   cmp.a.prefetch = std::make_unique<log::PrefetchReader>(*cmp.a.reader);
   cmp.b.prefetch = std::make_unique<log::PrefetchReader>(*cmp.b.reader);
   auto read = read_both(cmp, early_decisions);
@@ -269,6 +291,16 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
   report.run_a = run_a;
   report.run_b = run_b;
   compare_headers(ha, hb, report);
+  if (cmp.finer != 0) {
+    const char coarser = cmp.finer == 'A' ? 'B' : 'A';
+    const std::string& fine_level = cmp.finer == 'A' ? ha.level : hb.level;
+    const std::string& coarse_level = cmp.finer == 'A' ? hb.level : ha.level;
+    report.notes.push_back(
+        std::string("run ") + cmp.finer + " was recorded at level " + fine_level + ", run " + coarser +
+        " at level " + coarse_level + ": only the records both levels write are compared (" +
+        std::to_string(cmp.finer_only) + " in/out records that only " + cmp.finer +
+        "'s finer level writes were left out)");
+  }
   for (const std::string& n : cmp.a.reader->notes()) report.notes.push_back("run A: " + n);
   for (const std::string& n : cmp.b.reader->notes()) report.notes.push_back("run B: " + n);
 

@@ -22,6 +22,7 @@ using Variables = std::map<std::string, std::string>;
 constexpr const char* kVariables[] = {
     "DTRACE_OUT",     "DTRACE_REPLAY_STEP", "DTRACE_LEVEL",  "DTRACE_SCOPE",
     "DTRACE_CAPTURE", "DTRACE_ISOLATE",     "DTRACE_INPUTS", "DTRACE_REPEAT",
+    "DTRACE_OCCURRENCE",
     // dtrace's workflow extensions (dtrace verify, dtrace tax).
     "DTRACE_RUN_DIR", "DTRACE_CHECKPOINT_DIR", "DTRACE_STOP_AT", "DTRACE_RESUME_AT",
     "DTRACE_DETERMINISTIC",
@@ -161,6 +162,16 @@ ReplayRequest ReplayRequest::from_variables(const Variables& variables) {
              "needs DTRACE_INPUTS, the capture directory to take the inputs from");
     }
     request.isolate = *text;
+    if (auto occurrence = lookup(variables, "DTRACE_OCCURRENCE")) {
+      auto value = parse_integer(*occurrence);
+      if (!value || *value < 0 || *value > std::numeric_limits<int>::max()) {
+        reject("DTRACE_OCCURRENCE", *occurrence, "not a call number (an integer >= 0, 0 the first call)");
+      }
+      request.isolate_occurrence = static_cast<int>(*value);
+    }
+  } else if (auto occurrence = lookup(variables, "DTRACE_OCCURRENCE")) {
+    reject("DTRACE_OCCURRENCE", *occurrence,
+           "only meaningful with DTRACE_ISOLATE (it names which call of the isolated op to run)");
   } else if (request.inputs) {
     reject("DTRACE_INPUTS", *request.inputs, "only meaningful with DTRACE_ISOLATE");
   } else if (request.repeat != 1) {

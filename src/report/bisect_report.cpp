@@ -24,6 +24,21 @@ nlohmann::json evidence_json(const bisect::Evidence& e) {
   return j;
 }
 
+// What a named kernel rests on, in words (man/dtrace.1, bisect).
+std::string basis_text(const bisect::Report& r) {
+  const std::string alone = r.evidence ? " (alone, from one input, it gave one output)" : " (not confirmed alone)";
+  switch (r.basis) {
+    case bisect::Basis::confirmed: return "confirmed alone: its repetitions from one input gave different outputs";
+    case bisect::Basis::layer_repetitions:
+      return "the layer's repetitions: re-run alone from one input, " + r.layer +
+             " gave this op's output differing while its inputs matched" + alone;
+    case bisect::Basis::step_replays:
+      return "the per-kernel replays of step " + std::to_string(r.step) +
+             ": the layer re-run alone repeated itself" + alone;
+  }
+  return "";
+}
+
 std::string seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f s", s);
@@ -49,7 +64,14 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   j["shared_configuration"] = r.shared_configuration;
   j["layer"] = r.layer.empty() ? nlohmann::json() : nlohmann::json(r.layer);
   if (r.verdict == bisect::Verdict::named) {
-    j["culprit"] = {{"op", r.op}, {"scope", r.scope}, {"step", r.step}, {"rank", r.rank}, {"role", r.role}};
+    j["culprit"] = {{"op", r.op},
+                    {"scope", r.scope},
+                    {"occurrence", r.occurrence},
+                    {"calls", r.calls},
+                    {"step", r.step},
+                    {"rank", r.rank},
+                    {"role", r.role},
+                    {"basis", bisect::basis_name(r.basis)}};
   } else {
     j["culprit"] = nullptr;
   }
@@ -97,8 +119,15 @@ std::string bisect_to_text(const bisect::Report& r) {
   o << "\n";
   switch (r.verdict) {
     case bisect::Verdict::named:
-      o << "named: " << r.scope << " " << r.op << " (" << r.role << ")\n";
+      // A verdict that did not show alone says so on its own line, not only below.
+      o << (r.basis == bisect::Basis::confirmed          ? "named: "
+            : r.basis == bisect::Basis::layer_repetitions ? "named on the layer's repetitions: "
+                                                          : "named on the step's per-kernel replays: ")
+        << r.scope << " " << r.op;
+      if (r.calls > 1) o << ", call " << r.occurrence + 1 << " of " << r.calls;
+      o << " (" << r.role << ")\n";
       if (!r.layer.empty()) o << "  layer:    " << r.layer << "\n";
+      o << "  basis:    " << basis_text(r) << "\n";
       break;
     case bisect::Verdict::restore:
       o << "restore: the step-start state differs before step " << r.step << " runs: " << r.state_scope << " "

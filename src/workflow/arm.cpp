@@ -87,8 +87,8 @@ Result<Arm> run_arm(const ArmPlan& plan, double timeout_s) {
   // DTRACE_OUT from an earlier experiment) would turn it into a replay that
   // writes no run. Empty counts as unset (dtrace-replay/1).
   for (const char* name :
-       {"DTRACE_OUT", "DTRACE_REPLAY_STEP", "DTRACE_CAPTURE", "DTRACE_ISOLATE", "DTRACE_INPUTS",
-        "DTRACE_REPEAT", "DTRACE_STOP_AT", "DTRACE_RESUME_AT"}) {
+       {"DTRACE_OUT", "DTRACE_REPLAY_STEP", "DTRACE_CAPTURE", "DTRACE_ISOLATE", "DTRACE_OCCURRENCE",
+        "DTRACE_INPUTS", "DTRACE_REPEAT", "DTRACE_STOP_AT", "DTRACE_RESUME_AT"}) {
     const bool planned =
         std::ranges::any_of(plan.env, [name](const auto& v) { return v.first == name; });
     if (!planned && std::getenv(name) != nullptr) command.env.emplace_back(name, "");

@@ -39,6 +39,10 @@ std::string planted_json(minitrain::Planted planted, const minitrain::ModelShape
     const auto site = minitrain::planted_site(planted, shape);
     j["op"] = site.op;
     j["scope"] = site.scope;
+    if (site.calls > 1) {
+      j["occurrence"] = site.occurrence;
+      j["calls"] = site.calls;
+    }
   }
   return j.dump();
 }

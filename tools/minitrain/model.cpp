@@ -25,6 +25,7 @@ constexpr PlantedEntry kPlanted[] = {
     {Planted::allreduce_arrival, "allreduce-arrival"},
     {Planted::resume_rng, "resume-rng"},
     {Planted::uninit_pad, "uninit-pad"},
+    {Planted::splitk_second_call, "splitk-second-call"},
 };
 
 }  // namespace
@@ -66,6 +67,8 @@ PlantedSite planted_site(Planted planted, const ModelShape& shape) {
       return {"allreduce", "comm/grad_allreduce"};
     case Planted::uninit_pad:
       return {"bias_grad_qkv", "bwd/layer.0/attn"};
+    case Planted::splitk_second_call:
+      return {"gemm_fc2", "fwd/layer.0/mlp", 1, 2};
     case Planted::resume_rng:
     case Planted::none:
       break;
@@ -325,6 +328,7 @@ void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::
       b1 = param("b", p, blk.b_fc1), w2 = param("w", p, blk.w_fc2), b2 = param("b", p, blk.b_fc2);
   auto f = [](const Arg& a) { return static_cast<const float*>(a.data); };
   const bool splitk = (planted.planted == Planted::splitk && l == 0) || planted.fast_kernels;
+  const bool split_rows = planted.planted == Planted::splitk_second_call && l == 0;
   trace.layer("mlp",
               {arg("x", x), param("ln2.g", p, blk.ln2_g), param("ln2.b", p, blk.ln2_b),
                param("w_fc1", p, blk.w_fc1), param("b_fc1", p, blk.b_fc1),
@@ -340,13 +344,34 @@ void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::
                              [&] { be.gemm(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p()); });
                 trace.kernel("gelu", {arg("x", a.h_pre)}, {arg("y", a.h_act)},
                              [&] { be.gelu(a.h_pre.p(), a.h_pre.size(), a.h_act.p()); });
-                trace.kernel("gemm_fc2", {arg("x", a.h_act), w2, b2}, {arg("y", a.fc2)}, [&] {
-                  if (splitk) {
-                    be.gemm_splitk(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p(), planted.chaos);
-                  } else {
-                    be.gemm(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p());
+                if (split_rows) {
+                  // One op called twice in the layer, on each half of the rows
+                  // (as a framework module calls one op for several
+                  // projections); only the second call splits K.
+                  const int half = M / 2;
+                  for (int call = 0; call < 2; ++call) {
+                    const int first = call * half, rows = call == 0 ? half : M - half;
+                    float* x_rows = a.h_act.p() + static_cast<std::size_t>(first) * F;
+                    float* y_rows = a.fc2.p() + static_cast<std::size_t>(first) * D;
+                    trace.kernel("gemm_fc2", {arg("x", x_rows, {rows, F}), w2, b2},
+                                 {arg("y", y_rows, {rows, D})}, [&] {
+                                   if (call == 1) {
+                                     be.gemm_splitk(x_rows, f(w2), f(b2), rows, F, D, y_rows,
+                                                    planted.chaos);
+                                   } else {
+                                     be.gemm(x_rows, f(w2), f(b2), rows, F, D, y_rows);
+                                   }
+                                 });
                   }
-                });
+                } else {
+                  trace.kernel("gemm_fc2", {arg("x", a.h_act), w2, b2}, {arg("y", a.fc2)}, [&] {
+                    if (splitk) {
+                      be.gemm_splitk(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p(), planted.chaos);
+                    } else {
+                      be.gemm(a.h_act.p(), f(w2), f(b2), M, F, D, a.fc2.p());
+                    }
+                  });
+                }
                 trace.kernel("dropout", {arg("x", a.fc2), arg("rng", rng)},
                              {arg("y", a.drop), arg("mask", a.mask), arg("rng", rng)}, [&] {
                                be.dropout(a.fc2.p(), a.fc2.size(), shape_.dropout, rng, a.drop.p(),

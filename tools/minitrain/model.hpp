@@ -57,7 +57,8 @@ enum class Planted {
   fused_ce,
   allreduce_arrival,
   resume_rng,
-  uninit_pad
+  uninit_pad,
+  splitk_second_call
 };
 std::optional<Planted> parse_planted(std::string_view name);
 std::string_view planted_name(Planted planted);
@@ -67,6 +68,8 @@ const std::vector<std::string_view>& planted_names();
 struct PlantedSite {
   std::string op;
   std::string scope;
+  int occurrence = 0;  // which call of op in scope (splitk-second-call: the second)
+  int calls = 1;       // how many calls of op the scope holds
 };
 PlantedSite planted_site(Planted planted, const ModelShape& shape);
 // The name of the dropout RNG state record (what resume-rng fails to restore).

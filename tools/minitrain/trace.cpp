@@ -5,10 +5,11 @@
 
 namespace minitrain {
 
-Isolation Isolation::parse(const std::optional<std::string>& target, int repeat) {
+Isolation Isolation::parse(const std::optional<std::string>& target, int repeat, int occurrence) {
   Isolation isolation;
   if (!target) return isolation;
   isolation.repeat = repeat < 1 ? 1 : repeat;
+  isolation.occurrence = occurrence < 0 ? 0 : occurrence;
   const auto sep = target->find("::");
   if (sep == std::string::npos) {
     isolation.kind = Kind::layer;
@@ -92,7 +93,7 @@ bool Trace::load_captured(std::string_view op, const std::vector<Arg>& ins) {
   std::size_t found = 0;
   std::string missing;
   for (const Arg& a : ins) {
-    auto bytes = recorder_->captured(path_, op, dtrace::RecordIo::in, a.name);
+    auto bytes = recorder_->captured(path_, op, dtrace::RecordIo::in, a.name, isolation_.occurrence);
     if (!bytes) {
       missing = std::string(a.name);
       continue;
@@ -147,7 +148,9 @@ void Trace::layer(std::string_view part, const std::vector<Arg>& ins, const std:
       record_timed(dtrace::Level::layer, part, dtrace::RecordIo::out, outs);
       return;
     case Isolation::Kind::layer:
-      if (path_ == isolation_.scope) run_isolated(part, dtrace::Level::layer, ins, outs, body);
+      if (path_ == isolation_.scope && requested_call()) {
+        run_isolated(part, dtrace::Level::layer, ins, outs, body);
+      }
       return;
     case Isolation::Kind::op:
       if (path_ == isolation_.scope) body();
@@ -158,7 +161,7 @@ void Trace::layer(std::string_view part, const std::vector<Arg>& ins, const std:
 void Trace::kernel(std::string_view op, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
                    const std::function<void()>& run) {
   if (isolation_.kind == Isolation::Kind::op) {
-    if (path_ == isolation_.scope && op == isolation_.op) {
+    if (path_ == isolation_.scope && op == isolation_.op && requested_call()) {
       run_isolated(op, dtrace::Level::kernel, ins, outs, run);
     }
     return;

@@ -25,15 +25,18 @@
 namespace minitrain {
 
 // What DTRACE_ISOLATE asked for: nothing, a layer ("fwd/layer.1/mlp") or one op
-// in a layer ("fwd/layer.1/mlp::gemm_fc2").
+// in a layer ("fwd/layer.1/mlp::gemm_fc2"), and which call of it in the step
+// (DTRACE_OCCURRENCE, 0 the first): an op a layer calls twice is isolated at
+// the call the request names, from that call's captured inputs.
 struct Isolation {
   enum class Kind { none, layer, op };
   Kind kind = Kind::none;
   std::string scope;
   std::string op;
+  int occurrence = 0;
   int repeat = 1;
 
-  static Isolation parse(const std::optional<std::string>& target, int repeat);
+  static Isolation parse(const std::optional<std::string>& target, int repeat, int occurrence = 0);
   bool active() const { return kind != Kind::none; }
 };
 
@@ -121,6 +124,9 @@ class Trace {
   // Loads every input of `op` in the current scope from the capture. False when
   // the capture has none of them (this rank was not captured).
   bool load_captured(std::string_view op, const std::vector<Arg>& ins);
+  // Whether this call of the isolated target is the one the request names
+  // (counts every call that reaches it).
+  bool requested_call() { return target_calls_++ == isolation_.occurrence; }
   void run_isolated(std::string_view op, dtrace::Level level, const std::vector<Arg>& ins,
                     const std::vector<Arg>& outs, const std::function<void()>& run);
 
@@ -131,6 +137,7 @@ class Trace {
   std::function<void(int)> on_repetition_;
   std::string path_;
   int isolated_runs_ = 0;
+  int target_calls_ = 0;  // calls of the isolated layer or op reached so far
   double record_seconds_ = 0.0;
 };
 

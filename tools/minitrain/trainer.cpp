@@ -92,7 +92,7 @@ class Session {
           const std::vector<std::pair<std::string, std::string>>& env)
       : config_(config),
         request_(request),
-        isolation_(Isolation::parse(request.isolate, request.repeat)),
+        isolation_(Isolation::parse(request.isolate, request.repeat, request.isolate_call())),
         layout_(Layout::of(config.shape)),
         comm_(config.process_rank >= 0 ? 1 : config.ranks),
         backend_(&open_backend(config.backend, config.process_rank >= 0 ? config.process_rank : 0)),
