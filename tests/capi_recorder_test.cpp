@@ -129,11 +129,11 @@ TEST_CASE("C API: the replay request as plain values") {
              {"DTRACE_OUT=" + dir / "out.jsonl", "DTRACE_REPLAY_STEP=3", "DTRACE_LEVEL=kernel",
               "DTRACE_SCOPE=fwd/layer.1", "DTRACE_ISOLATE=fwd/layer.1::gemm",
               "DTRACE_INPUTS=" + dir / "cap", "DTRACE_REPEAT=4", "DTRACE_DETERMINISTIC=0",
-              "PATH=/ignored"},
+              "DTRACE_OCCURRENCE=1", "PATH=/ignored"},
              DTRACE_LEVEL_STEP);
     INFO(r.error());
     REQUIRE(r.code == DTRACE_OK);
-    int32_t level = -1, replay = -1, repeat = -1, det = 5;
+    int32_t level = -1, replay = -1, repeat = -1, det = 5, occurrence = -1;
     int64_t step = 0;
     const char *prefix = nullptr, *isolate = nullptr, *op = nullptr, *inputs = nullptr;
     REQUIRE(dtrace_recorder_level(r.h, &level) == DTRACE_OK);
@@ -145,7 +145,9 @@ TEST_CASE("C API: the replay request as plain values") {
     REQUIRE(dtrace_recorder_inputs_dir(r.h, &inputs) == DTRACE_OK);
     REQUIRE(dtrace_recorder_repeat(r.h, &repeat) == DTRACE_OK);
     REQUIRE(dtrace_recorder_deterministic(r.h, &det) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_isolate_occurrence(r.h, &occurrence) == DTRACE_OK);
     CHECK(level == DTRACE_LEVEL_KERNEL);
+    CHECK(occurrence == 1);
     CHECK(replay == 1);
     CHECK(step == 3);
     CHECK(std::string(prefix) == "fwd/layer.1");

@@ -177,10 +177,10 @@ int dtrace_recorder_capture_dir(const dtrace_recorder* recorder, const char** di
 int dtrace_recorder_isolate_scope(const dtrace_recorder* recorder, const char** scope);
 int dtrace_recorder_isolate_op(const dtrace_recorder* recorder, const char** op);
 
-/* The occurrence of the isolated op within its scope that the request names
- * (0 the first call, 1 the second, ... as in a record's identity), or -1 when
- * the request names none (not isolating, a layer, or a request that does not
- * name one). Room for the protocol's occurrence extension: see dtrace-fp(5). */
+/* DTRACE_OCCURRENCE: which call of the isolated layer or op within its scope
+ * the request names (0 the first call, 1 the second, ... as in a record's
+ * identity), or -1 when the request names none (not isolating, or no
+ * DTRACE_OCCURRENCE: then the first call is meant). See dtrace-fp(5). */
 int dtrace_recorder_isolate_occurrence(const dtrace_recorder* recorder, int32_t* occurrence);
 
 /* DTRACE_INPUTS: the capture directory isolation reads; NULL when unset. */

@@ -353,10 +353,10 @@ int dtrace_recorder_isolate_op(const dtrace_recorder* handle, const char** op) {
 }
 
 int dtrace_recorder_isolate_occurrence(const dtrace_recorder* handle, int32_t* occurrence) {
-  return call(handle, [&](const dtrace::Recorder&) {
+  return call(handle, [&](const dtrace::Recorder& r) {
     require_out(occurrence);
-    // dtrace-replay/1 names no occurrence yet (dtrace-fp(5)).
-    *occurrence = -1;
+    // DTRACE_OCCURRENCE (dtrace-fp(5)); unset means the first call.
+    *occurrence = r.request().isolate_occurrence.value_or(-1);
   });
 }
 
