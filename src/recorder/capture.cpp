@@ -78,7 +78,7 @@ CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
     chosen = s.step;
     index.entries_.clear();
     // Occurrence counts earlier records of the step with the same identity,
-    // in seq order (DESIGN.md §3), which is the order the reader hands out.
+    // in seq order (dtrace-fp(5)), which is the order the reader hands out.
     std::map<std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>,
              int>
         seen;
