@@ -36,7 +36,7 @@ namespace x = dtrace::xxh3;
 using x::u64;
 using x::u8;
 
-constexpr std::uint64_t kChunkBytes = 65536;  // DESIGN.md §2: C
+constexpr std::uint64_t kChunkBytes = 65536;  // dtrace-fp(5): C
 constexpr unsigned kThreads = 128;
 constexpr unsigned kWarps = kThreads / 32;
 constexpr unsigned kGroupsPerRound = 64;  // a 64 KiB chunk is exactly 64 groups

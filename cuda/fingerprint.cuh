@@ -1,4 +1,4 @@
-// The GPU fingerprint's host interface: xxh3-64k/1 (DESIGN.md §2) of tensors
+// The GPU fingerprint's host interface: xxh3-64k/1 (dtrace-fp(5), FINGERPRINT) of tensors
 // that live in device memory, bit-identical to dtrace::fingerprint on the CPU.
 //
 // This header names no CUDA type, so host-only code (the C API, the CLI, tests)

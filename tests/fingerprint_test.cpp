@@ -20,7 +20,7 @@ std::vector<unsigned char> random_bytes(std::size_t n, unsigned seed) {
   return v;
 }
 
-// DESIGN.md §2 written out directly on top of XXH3_64bits: the reference the
+// xxh3-64k/1 as dtrace-fp(5) states it, directly on top of XXH3_64bits: the reference the
 // library's chunked, threaded and streaming forms must agree with.
 std::uint64_t reference(const unsigned char* data, std::size_t len) {
   std::vector<std::uint64_t> words{len};

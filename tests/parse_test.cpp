@@ -166,7 +166,7 @@ TEST_CASE("malformed records say what is wrong", "[parse]") {
 
 TEST_CASE("a line is malformed when an unknown field's value is not valid JSON", "[parse]") {
   // Unknown fields are ignored, but the line must still be one JSON object
-  // (DESIGN.md §3): garbage inside an ignored value is not silently accepted.
+  // (dtrace-fp(5)): garbage inside an ignored value is not silently accepted.
   Parse parse;
   for (const char* extra : {R"("x":[1,,2])", R"("x":{"a" 1})", R"("x":tru)", R"("x":"\q")",
                             R"("x":[1,2})",

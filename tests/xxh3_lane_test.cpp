@@ -39,7 +39,7 @@ std::uint64_t lane_hash(const unsigned char* data, std::size_t len) {
   return dtrace::xxh3::hash(data, len, kSecret);
 }
 
-// xxh3-64k/1 (DESIGN.md §2) with every XXH3 computed by the lane code: the
+// xxh3-64k/1 (dtrace-fp(5), FINGERPRINT) with every XXH3 computed by the lane code: the
 // chunk digests and the final hash over u64le(len) || digests.
 std::uint64_t lane_fingerprint(const unsigned char* data, std::size_t len) {
   std::vector<std::uint64_t> words{len};

@@ -3,7 +3,7 @@
 # Used by tools/demo.sh, tools/test.sh and .ci/run; safe to run repeatedly.
 set -euo pipefail
 packages=(meson ninja-build g++ pkg-config libcli11-dev libspdlog-dev nlohmann-json3-dev
-          libxxhash-dev catch2 libsimdjson-dev python3 jq bc
+          libxxhash-dev catch2 libsimdjson-dev python3 python3-jsonschema jq bc
           python3-torch)  # python3-torch: dtrace_torch and its tests (tests/e2e/torch_*)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,4 +1,4 @@
-// The deterministic environment (DESIGN.md §6): the variables a bitwise
+// The deterministic environment (dtrace(1), env): the variables a bitwise
 // deterministic run needs, the values accepted for each, and the defaults an
 // unset one gets, as Megatron Core validates them.
 //
@@ -84,7 +84,7 @@ Applied apply();
 // The known variables (rules and advisories) set in this process's environment.
 Environment process_environment();
 
-// The values in force, for a log header's "env" (DESIGN.md §3): every known
+// The values in force, for a log header's "env" (dtrace-fp(5)): every known
 // variable that has a value, set or defaulted.
 std::vector<std::pair<std::string, std::string>> header_env(const std::vector<Check>& checks);
 

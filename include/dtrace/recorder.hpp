@@ -1,5 +1,5 @@
 // dtrace recorder: what a training program links to write dtrace-fp/1 logs and
-// to answer the replay protocol dtrace-replay/1 (DESIGN.md §3, §5).
+// to answer the replay protocol dtrace-replay/1 (dtrace-fp(5)).
 //
 // One Recorder per rank. The program brackets each optimizer step with
 // begin_step()/end_step(), opens RAII scopes for layers ("fwd", "layer.1",
@@ -8,6 +8,23 @@
 // scope filters), fingerprints tensors (xxh3-64k/1), captures raw bytes when a
 // replay asks for them, and flushes whole lines at each step end, so a crash
 // leaves complete lines plus at most one partial line.
+//
+// What the recorder cannot do for the program, and bisect relies on
+// (dtrace-fp(5), "What a workload must do"; examples/tinytrain keeps it all):
+//   - the state a step starts from is recorded (RecordIo::state, level step)
+//     before the step computes, with the same scope, op and name in a run and
+//     in its replays: bisect's restore check matches them by that identity;
+//   - a layer is a scope whose layer-level records use the scope's last part as
+//     op, `in` for everything the layer reads (its parameters and RNG state
+//     included: state records are not in a layer's capture) and `out` for
+//     what it writes; its kernels record at kernel level in the same scope;
+//   - DTRACE_ISOLATE wins over DTRACE_REPLAY_STEP (which then only names the
+//     captured step): the program reaches the isolated layer or op through
+//     the same scopes as in the run and runs only it, `repeat` times, each
+//     from captured() inputs after begin_repetition(k);
+//   - a replay restores the newest checkpoint at or before its step and runs
+//     the steps between unrecorded: through a nondeterministic op that gives
+//     another state than the run's, and bisect reports `restore`.
 //
 // Errors (a run directory that exists, an unwritable file, a bad DTRACE_*
 // variable) are thrown as dtrace::RecorderError with a message naming the file
@@ -48,7 +65,7 @@ class RecorderError : public std::runtime_error {
   Kind kind_;
 };
 
-// Granularity of a record, and of a run (DESIGN.md §1 "level").
+// Granularity of a record, and of a run (dtrace-fp(5), the header's "level").
 enum class Level : int { step = 0, layer = 1, kernel = 2 };
 std::string_view level_name(Level level);
 std::optional<Level> parse_level(std::string_view text);
@@ -82,11 +99,11 @@ struct TensorView {
   std::optional<std::uint64_t> digest;
 };
 
-// xxh3-64k/1 of host bytes on the calling thread (DESIGN.md §2): what the
+// xxh3-64k/1 of host bytes on the calling thread (dtrace-fp(5), FINGERPRINT): what the
 // recorder would compute, for a TensorView::digest taken ahead of time.
 std::uint64_t host_fingerprint(const void* data, std::size_t bytes);
 
-// What a replay asked for through the environment (DESIGN.md §5). Read once at
+// What a replay asked for through the environment (dtrace-fp(5), REPLAY PROTOCOL). Read once at
 // start-up with from_environment(); an invalid value throws RecorderError naming
 // the variable and the value. An empty variable counts as unset. Combinations
 // that cannot mean anything are refused too: DTRACE_ISOLATE without

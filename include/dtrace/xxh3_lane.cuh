@@ -2,7 +2,7 @@
 // parallel, in one header that nvcc compiles for the device and g++ for the host.
 //
 // Why this exists: the GPU fingerprint must equal the CPU one bit for bit
-// (DESIGN.md §2). Keeping every piece of arithmetic here, and only the thread
+// (dtrace-fp(5), FINGERPRINT). Keeping every piece of arithmetic here, and only the thread
 // mapping in cuda/, lets the CPU test suite prove the GPU's arithmetic against
 // libxxhash without a GPU (tests/xxh3_lane_test.cpp).
 //

@@ -1,4 +1,4 @@
-// `dtrace bisect` (DESIGN.md §5): replays the training program at the first
+// `dtrace bisect` (dtrace(1), bisect): replays the training program at the first
 // divergent step, finer and finer — the step with per-layer hashes, the suspect
 // layer alone with per-kernel hashes, then the suspect kernel alone — and names
 // the kernel responsible, with numeric evidence from its captured outputs.

@@ -21,7 +21,7 @@ struct LoadedStep {
   log::Step step;
 };
 
-// One run's configuration, as its header declares it (DESIGN.md §5).
+// One run's configuration, as its header declares it (dtrace-fp(5), REPLAY PROTOCOL).
 struct Side {
   char name = 'A';
   std::string run;

@@ -11,7 +11,7 @@ void add_arm_options(CLI::App& cmd, std::string& keep, double& timeout_s, bool& 
   cmd.add_option("--keep", keep, "keep the arms' runs in this new directory");
   cmd.add_option("--timeout", timeout_s, "seconds each arm may run (default: no limit)")
       ->check(positive_seconds());
-  cmd.add_flag("--json", json, "print one JSON document on stdout");
+  cmd.add_flag("--json", json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd.add_option("CMD", command, "the workload and its arguments (after --)")->required();
 }
 

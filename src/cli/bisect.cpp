@@ -1,4 +1,4 @@
-// `dtrace bisect [--step N] [RUN_A RUN_B] ...` (DESIGN.md §5).
+// `dtrace bisect [--step N] [RUN_A RUN_B] ...` (dtrace(1), bisect).
 #include "bisect/bisect.hpp"
 
 #include <spdlog/spdlog.h>
@@ -49,7 +49,7 @@ void add_bisect(CLI::App& app, int& exit_status) {
   cmd->add_flag("--trust", args->trust, "run the replay command recorded in the runs' logs");
   cmd->add_option("--replay", args->replay, "the command to replay both runs with, instead of the logs'");
   cmd->add_option("--keep", args->keep, "keep replay outputs and captures in this new directory");
-  cmd->add_flag("--json", args->json, "print one JSON document on stdout");
+  cmd->add_flag("--json", args->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd->callback([args, &exit_status] {
     bisect::Options options;
     if (args->runs.size() == 1) throw Failure("bisect takes two runs, or none to use the last diff's");

@@ -23,7 +23,7 @@ void add_check(CLI::App& app, int& exit_status) {
       "with file:line where one applies.\n"
       "Exit status: 0 certified, 1 violations, 2 unreadable (with file:line).");
   cmd->add_option("RUN", options->run, "the run")->required();
-  cmd->add_flag("--json", options->json, "print one JSON document on stdout");
+  cmd->add_flag("--json", options->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd->callback([options, &exit_status] {
     allow_many_files();
     auto certification = log::certify_run(options->run);

@@ -4,7 +4,7 @@
 
 namespace dtrace::cli {
 
-// Exit statuses shared by every command (DESIGN.md §4, as diff(1) and cmp(1)).
+// Exit statuses shared by every command (dtrace(1), EXIT STATUS: as diff(1) and cmp(1)).
 inline constexpr int kExitSame = 0;
 inline constexpr int kExitDifferent = 1;
 inline constexpr int kExitTrouble = 2;

@@ -1,4 +1,4 @@
-// `dtrace diff RUN_A RUN_B [--json]` (DESIGN.md §4).
+// `dtrace diff RUN_A RUN_B [--json]` (dtrace(1), diff).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,7 +24,7 @@ void add_diff(CLI::App& app, int& exit_status) {
       "Exit status: 0 identical over the compared steps, 1 diverged, 2 trouble.");
   cmd->add_option("RUN_A", options->run_a, "the first run")->required();
   cmd->add_option("RUN_B", options->run_b, "the second run")->required();
-  cmd->add_flag("--json", options->json, "print one JSON document on stdout");
+  cmd->add_flag("--json", options->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd->callback([options, &exit_status] {
     allow_many_files();
     auto report = diff::diff_runs(options->run_a, options->run_b);

@@ -1,5 +1,5 @@
 // `dtrace env [--check] [--exports] [--json]`: the deterministic environment
-// (DESIGN.md §6) as this shell has it.
+// (dtrace(1), env) as this shell has it.
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -30,7 +30,7 @@ void add_env(CLI::App& app, int& exit_status) {
   auto* exports = cmd->add_flag("--exports", options->exports,
                                 "print `export NAME=VALUE` lines for a shell: eval \"$(dtrace env "
                                 "--exports)\"");
-  cmd->add_flag("--json", options->json, "print one JSON document on stdout")->excludes(exports);
+  cmd->add_flag("--json", options->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)")->excludes(exports);
   cmd->callback([options, &exit_status] {
     const auto env = determinism::process_environment();
     const auto checks = determinism::validate(env);

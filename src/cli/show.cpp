@@ -30,7 +30,7 @@ void add_show(CLI::App& app, int& exit_status) {
       ->check(step_number());
   cmd->add_option("--rank", options->rank, "also print the records of rank R")
       ->check(rank_number());
-  cmd->add_flag("--json", options->json, "print one JSON document on stdout");
+  cmd->add_flag("--json", options->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd->callback([options, &exit_status] {
     allow_many_files();
     auto summary = log::summarize_run(options->run, log::Selection{options->step, options->rank});

@@ -1,4 +1,4 @@
-// The rules of DESIGN.md §6, one function per variable kind. Reasons say what
+// The rules of dtrace(1), env, one function per variable kind. Reasons say what
 // goes wrong, in a sentence a user acts on, because the diff report prints them
 // next to the header difference that most likely caused a divergence. Each
 // reads on from "NAME=VALUE" with a comma ("NCCL_ALGO=Tree, whose reduction

@@ -1,4 +1,4 @@
-// The role of a rank's first mismatch (DESIGN.md §1): did this rank's op
+// The role of a rank's first mismatch (dtrace(1), diff): did this rank's op
 // introduce the divergence (origin) or receive it through an input (receiver)?
 #pragma once
 

@@ -1,4 +1,4 @@
-// `dtrace diff` (DESIGN.md §4): the first divergence between two runs, every
+// `dtrace diff` (dtrace(1), diff): the first divergence between two runs, every
 // diverged rank's own first mismatch and role, what was compared, and the
 // header differences that are the first suspects.
 #pragma once
@@ -45,7 +45,7 @@ struct HeaderDifference {
   nlohmann::json a, b;  // null when absent on that side
 };
 
-// A header env value that DESIGN.md §6 rejects, in either run.
+// A header env value that dtrace env rejects (dtrace(1)), in either run.
 struct EnvFlag {
   char run = 'A';
   std::string key, value, reason;

@@ -1,4 +1,4 @@
-// Header differences between two runs (DESIGN.md §4): env and config values
+// Header differences between two runs (dtrace(1), diff): env and config values
 // that differ are the first suspects for a divergence, and an env value that
 // the deterministic-environment rules reject (§6) is flagged in either run.
 #pragma once

@@ -1,4 +1,4 @@
-// The tensor fingerprint `xxh3-64k/1` (DESIGN.md §2) on the CPU.
+// The tensor fingerprint `xxh3-64k/1` (dtrace-fp(5), FINGERPRINT) on the CPU.
 //
 //   digest_i    = XXH3_64bits(bytes[i*C : min((i+1)*C, len)]),  C = 65536
 //   fingerprint = XXH3_64bits(u64le(len) || u64le(digest_0) || ...)

@@ -11,7 +11,7 @@ namespace dtrace::log {
 namespace {
 
 // The log layer sits below fingerprint/, so it names the algorithm itself; the
-// string is the file-format contract of DESIGN.md §2, not an implementation detail.
+// string is the file-format contract of dtrace-fp(5), not an implementation detail.
 constexpr std::string_view kKnownHashAlgorithms[] = {"xxh3-64k/1"};
 
 std::string rank_step(std::int32_t rank, std::int64_t step) {

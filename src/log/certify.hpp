@@ -67,7 +67,7 @@ struct Certification {
   bool certified() const { return total_violations() == 0; }
 };
 
-// The hash algorithms whose digests this dtrace can recompute (DESIGN.md §2).
+// The hash algorithms whose digests this dtrace can recompute (dtrace-fp(5), FINGERPRINT).
 bool is_known_hash_algorithm(std::string_view name);
 
 // Reads the run at `path` and certifies it. An Error means the run could not be

@@ -219,7 +219,7 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
     } else if (key == "dtrace") {
       seen |= kHeader;
     } else if (!valid_json(value)) {
-      // Any other field is ignored (forward compatibility, DESIGN.md §3), but
+      // Any other field is ignored (forward compatibility, dtrace-fp(5)), but
       // the line must still be JSON.
       return malformed(out, "not valid JSON");
     }

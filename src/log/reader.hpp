@@ -1,4 +1,4 @@
-// Reads a run (DESIGN.md §3): a directory of *.jsonl files or one .jsonl file.
+// Reads a run (dtrace-fp(5)): a directory of *.jsonl files or one .jsonl file.
 //
 // Records may sit in any file and any line order, so the reader assembles
 // steps: it collects each (rank, step)'s records until the step's end record has

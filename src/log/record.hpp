@@ -1,4 +1,4 @@
-// The vocabulary of a dtrace-fp/1 log (DESIGN.md §1, §3): headers, records, steps.
+// The vocabulary of a dtrace-fp/1 log (dtrace-fp(5)): headers, records, steps.
 //
 // A Record's strings are views: a reader points them into its own intern table
 // (valid while the reader lives), a writer's caller into whatever it owns. Keeping
@@ -94,7 +94,7 @@ struct Step {
   std::vector<Record> records;
 };
 
-// The file a capture directory keeps a record's raw bytes in (DESIGN.md §5:
+// The file a capture directory keeps a record's raw bytes in (dtrace-fp(5), capture directories:
 // named from rank, step and seq, never from the workload's own names),
 // e.g. "r0-s5-q17.bin". Writers (the recorder) and readers (bisect) share it.
 std::string capture_file_name(std::int32_t rank, std::int64_t step, std::int64_t seq);

@@ -1,4 +1,4 @@
-// Writes dtrace-fp/1 (DESIGN.md §3): one header, then records and end-of-step
+// Writes dtrace-fp/1 (dtrace-fp(5)): one header, then records and end-of-step
 // markers, each one whole line. Lines are assembled in memory and reach the file
 // only at flush(), which the recorder calls at every step end: a crash therefore
 // leaves complete lines plus at most one partial line, as readers expect.

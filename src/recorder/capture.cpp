@@ -80,7 +80,7 @@ CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
     index.digests_.clear();
     index.by_identity_.clear();
     // Occurrence counts earlier records of the step with the same identity,
-    // in seq order (DESIGN.md §3), which is the order the reader hands out.
+    // in seq order (dtrace-fp(5)), which is the order the reader hands out.
     std::map<std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>,
              int>
         seen;

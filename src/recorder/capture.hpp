@@ -1,4 +1,4 @@
-// Capture directories (DTRACE_CAPTURE, DTRACE_INPUTS; DESIGN.md §5).
+// Capture directories (DTRACE_CAPTURE, DTRACE_INPUTS; dtrace-fp(5)).
 //
 // A capture holds the raw bytes of each tensor a replay recorded, one file per
 // record named from (rank, step, seq) -- never from the record's own names,

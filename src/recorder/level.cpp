@@ -1,4 +1,4 @@
-// Level names as logs and DTRACE_LEVEL spell them (DESIGN.md §1).
+// Level names as logs and DTRACE_LEVEL spell them (dtrace-fp(5)).
 #include "dtrace/recorder.hpp"
 
 namespace dtrace {

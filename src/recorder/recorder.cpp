@@ -61,7 +61,7 @@ std::size_t element_size(std::string_view dtype) {
   return 0;
 }
 
-// Hex digits of a scalar's `bits` (DESIGN.md §3): the dtype's width.
+// Hex digits of a scalar's `bits` (dtrace-fp(5)): the dtype's width.
 int scalar_digits(std::string_view dtype) {
   if (dtype == "f64" || dtype == "i64" || dtype == "u64") return 16;
   if (dtype == "f32" || dtype == "i32" || dtype == "u32") return 8;

@@ -1,4 +1,4 @@
-// Reading the replay protocol's variables (DESIGN.md §5, dtrace-replay/1).
+// Reading the replay protocol's variables (dtrace-replay/1, dtrace-fp(5)).
 //
 // Every value is checked here, once, at start-up: a replay that dtrace started
 // with a value the workload misreads would record the wrong thing and send the

@@ -1,4 +1,4 @@
-// Runs a workload for a replay (DESIGN.md §5): argv executed directly (no
+// Runs a workload for a replay (dtrace-fp(5), REPLAY PROTOCOL): argv executed directly (no
 // shell), extra variables added to the environment, a timeout after which the
 // whole process group is killed, and the tail of stderr kept for the report.
 // When it ends, every process it started is killed: its process group, and any

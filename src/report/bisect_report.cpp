@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "report/schema.hpp"
 #include "util/intervals.hpp"
 
 namespace dtrace::report {
@@ -106,6 +107,7 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   j["replays"] = replays;
   j["replay_seconds"] = total;
   j["notes"] = r.notes;
+  stamp(j, bisect_schema);
   return j;
 }
 

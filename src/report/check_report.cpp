@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "report/schema.hpp"
+
 namespace dtrace::report {
 
 namespace {
@@ -46,6 +48,7 @@ nlohmann::json check_to_json(const log::Certification& c) {
   j["violation_total"] = c.total_violations();
   j["unlisted"] = c.unlisted_violations();
   j["notes"] = c.notes;
+  stamp(j, check_schema);
   return j;
 }
 

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "report/schema.hpp"
+
 namespace dtrace::report {
 
 using diff::Mismatch;
@@ -65,6 +67,7 @@ nlohmann::json diff_to_json(const diff::Report& r) {
     flags.push_back({{"run", std::string(1, f.run)}, {"key", f.key}, {"value", f.value}, {"reason", f.reason}});
   }
   j["env_flags"] = flags;
+  stamp(j, diff_schema);
   return j;
 }
 

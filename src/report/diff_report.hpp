@@ -1,4 +1,4 @@
-// Renders a diff::Report for people (text) and for scripts (JSON, DESIGN.md §4).
+// Renders a diff::Report for people (text) and for scripts (JSON, dtrace(1), diff and JSON OUTPUT).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -4,6 +4,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "report/schema.hpp"
+
 namespace dtrace::report {
 
 namespace determinism = dtrace::determinism;
@@ -98,10 +100,12 @@ nlohmann::json env_to_json(const determinism::Environment& env) {
   if (valid) {
     for (const auto& [name, value] : determinism::header_env(checks)) exports[name] = value;
   }
-  return {{"valid", valid},
-          {"variables", variables},
-          {"advisories", advisories},
-          {"exports", valid ? exports : nlohmann::json()}};
+  nlohmann::json j = {{"valid", valid},
+                      {"variables", variables},
+                      {"advisories", advisories},
+                      {"exports", valid ? exports : nlohmann::json()}};
+  stamp(j, env_schema);
+  return j;
 }
 
 std::string env_exports(const std::vector<determinism::Check>& checks) {

@@ -1,5 +1,5 @@
-// Renders the deterministic environment (`dtrace env`): the rules of DESIGN.md
-// §6 with the value in force for each, the advisory variables, and the export
+// Renders the deterministic environment (`dtrace env`): the rules of dtrace(1)
+// (env) with the value in force for each, the advisory variables, and the export
 // lines that fill the defaults.
 #pragma once
 

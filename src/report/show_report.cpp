@@ -3,6 +3,8 @@
 #include <charconv>
 #include <sstream>
 
+#include "report/schema.hpp"
+
 namespace dtrace::report {
 
 using log::RankSummary;
@@ -166,6 +168,7 @@ nlohmann::json show_to_json(const RunSummary& s) {
     }
     j["selected"] = selected;
   }
+  stamp(j, show_schema);
   return j;
 }
 

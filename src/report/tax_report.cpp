@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "report/schema.hpp"
+
 namespace dtrace::report {
 
 using workflow::ModeTiming;
@@ -57,15 +59,17 @@ nlohmann::json tax_to_json(const workflow::TaxReport& r) {
     arms.push_back(
         {{"label", arm.plan.label}, {"run", arm.plan.run_dir}, {"seconds", arm.seconds}});
   }
-  return {{"deterministic", mode_json(r.deterministic)},
-          {"fast", mode_json(r.fast)},
-          {"overhead_percent", r.overhead_percent},
-          {"within_noise", r.within_noise},
-          {"deterministic_identical", optional_json(r.deterministic_identical)},
-          {"fast_identical", optional_json(r.fast_identical)},
-          {"arms", arms},
-          {"kept", r.kept.empty() ? nlohmann::json() : nlohmann::json(r.kept)},
-          {"notes", r.notes}};
+  nlohmann::json j = {{"deterministic", mode_json(r.deterministic)},
+                      {"fast", mode_json(r.fast)},
+                      {"overhead_percent", r.overhead_percent},
+                      {"within_noise", r.within_noise},
+                      {"deterministic_identical", optional_json(r.deterministic_identical)},
+                      {"fast_identical", optional_json(r.fast_identical)},
+                      {"arms", arms},
+                      {"kept", r.kept.empty() ? nlohmann::json() : nlohmann::json(r.kept)},
+                      {"notes", r.notes}};
+  stamp(j, tax_schema);
+  return j;
 }
 
 std::string tax_to_text(const workflow::TaxReport& r) {

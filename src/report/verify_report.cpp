@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "report/diff_report.hpp"
+#include "report/schema.hpp"
 
 namespace dtrace::report {
 
@@ -107,6 +108,7 @@ nlohmann::json verify_to_json(const Certificate& c) {
   j["control"] = c.control ? trial_json(*c.control) : nlohmann::json();
   j["kept"] = c.kept.empty() ? nlohmann::json() : nlohmann::json(c.kept);
   j["notes"] = c.notes;
+  stamp(j, verify_schema);
   return j;
 }
 

@@ -125,7 +125,7 @@ Result<Trial> run_trial(const std::vector<std::string>& argv, const std::string&
   return run_to_run(argv, prefix, options, workspace, progress);
 }
 
-// Env values DESIGN.md §6 rejects in any arm's header, once each: an arm that
+// Env values `dtrace env` rejects in any arm's header, once each: an arm that
 // ran with them may agree with its twin today and not on another machine.
 void note_env_flags(const Trial& trial, const std::string& which, std::vector<std::string>& notes) {
   std::set<std::string> seen;

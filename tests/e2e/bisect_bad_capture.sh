@@ -34,6 +34,7 @@ for kind in fifo zero; do
   got=0
   KIND=$kind timeout 120 "$DTRACE" bisect --json --replay "$WORK/replay.sh" a b >"$OUT" 2>"$ERR" || got=$?
   [ "$got" = 0 ] || fail "$kind captures: bisect exit $got, expected 0 (kernel named)"
+  json_valid dtrace-bisect "$OUT"
   json_is verdict '"named"'
   json_is culprit.op "\"$(planted splitk op)\""
   json_true 'any(n.startswith("confirmation failed: ") and n.endswith(": the captured output is not a regular file") for n in d["notes"])'

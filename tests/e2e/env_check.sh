@@ -1,5 +1,5 @@
 #!/bin/bash
-# dtrace env validates the deterministic environment (DESIGN.md §6): Tree and
+# dtrace env validates the deterministic environment (dtrace(1), env): Tree and
 # :0:0 rejected with the reason, Ring,CollnetDirect accepted, TRITON_CACHE_AUTOTUNING=1
 # needs TRITON_CACHE_DIR, defaults filled when unset, an invalid value never exported.
 . "$(dirname "$0")/lib.sh"

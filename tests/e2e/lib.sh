@@ -6,6 +6,8 @@
 set -u
 : "${DTRACE:?DTRACE must name the dtrace binary}"
 : "${TESTDATA:?TESTDATA must name the testdata directory}"
+# json_valid, before the cd below (this file may be named relative to here).
+. "$(dirname "${BASH_SOURCE[0]}")/schema-lib.sh"
 
 # dtrace keeps state in ./.dtrace/, so every test runs in a fresh temp directory,
 # never in the source or build tree.
@@ -29,13 +31,19 @@ fail() {
 }
 
 # run_dtrace STATUS ARG...: runs dtrace with ARGs and asserts its exit status.
+# A --json document it prints must follow its command's schema (json_valid), so
+# every test that reads a field also checks the whole contract.
 run_dtrace() {
   local want=$1
   shift
   local got=0
   "$DTRACE" "$@" >"$OUT" 2>"$ERR" || got=$?
   [ "$got" = "$want" ] || fail "dtrace $*: exit status $got, expected $want"
+  case " $* " in
+    *" --json "*) [ ! -s "$OUT" ] || json_valid "dtrace-$1" "$OUT" ;;
+  esac
 }
+
 
 # json_is PATH JSON: the value at PATH in stdout's JSON document equals JSON.
 # PATH is dot-separated object keys and list indices ("first.a.bits",
@@ -67,8 +75,8 @@ out_has() { grep -qF -- "$1" "$OUT" || fail "stdout lacks: $1"; }
 out_lacks() { ! grep -qF -- "$1" "$OUT" || fail "stdout has: $1"; }
 err_has() { grep -qF -- "$1" "$ERR" || fail "stderr lacks: $1"; }
 
-# trouble_is MESSAGE: the command failed the way DESIGN.md wants bad input to
-# fail: nothing on stdout and exactly one line `dtrace: error: MESSAGE...` on stderr.
+# trouble_is MESSAGE: the command failed the way dtrace(1) (EXIT STATUS) says bad
+# input fails: nothing on stdout and exactly one line `dtrace: error: MESSAGE...` on stderr.
 trouble_is() {
   [ ! -s "$OUT" ] || fail "trouble must print nothing on stdout"
   [ "$(wc -l <"$ERR")" = 1 ] || fail "trouble must be one line on stderr"

@@ -3,6 +3,7 @@
 set -euo pipefail
 : "${MINITRAIN:?set MINITRAIN to the minitrain binary}"
 : "${DTRACE:?set DTRACE to the dtrace binary}"
+. "$(dirname "${BASH_SOURCE[0]}")/schema-lib.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/minitrain-e2e.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -12,12 +13,16 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # mt ARGS...: minitrain, quiet on success.
 mt() { "$MINITRAIN" "$@" >/dev/null; }
 
-# expect_status N CMD...: CMD exits with N.
+# expect_status N CMD...: CMD exits with N. A --json document that dtrace
+# prints must follow its command's schema (json_valid).
 expect_status() {
   local want=$1; shift
   local got=0
   "$@" >"$WORK/out.txt" 2>"$WORK/err.txt" || got=$?
   [ "$got" -eq "$want" ] || { cat "$WORK/err.txt" >&2; fail "'$*' exited $got, expected $want"; }
+  if [ "$1" = "$DTRACE" ] && [ -s "$WORK/out.txt" ]; then
+    case " $* " in *" --json "*) json_valid "dtrace-$2" "$WORK/out.txt" ;; esac
+  fi
 }
 
 # replay_argv RUN: the header's replay argv of RUN's rank 0, one word per line.

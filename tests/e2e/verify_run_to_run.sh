@@ -17,7 +17,7 @@ grep -q "^certified: run-to-run reproducibility (3 independent arms), bit-identi
   fail "text certificate: $(cat out.txt)"
 grep -q "arm1 vs arm3 (run to run): identical, 3 steps (0-2) x 1 rank" out.txt || fail "arm1 vs arm3"
 
-# Arms that agree under an env value DESIGN.md §6 rejects are certified, with a note.
+# Arms that agree under an env value dtrace env rejects (dtrace(1)) are certified, with a note.
 NCCL_ALGO=Tree expect_status 0 "$DTRACE" verify --json -- "$MINITRAIN" --steps 2 --no-deterministic-mode --out mine
 jq -e '.certified and (.notes[0] | startswith("the workload ran with NCCL_ALGO=Tree, whose reduction order is not fixed"))' \
   out.txt >/dev/null || fail "env note: $(jq -c .notes out.txt)"

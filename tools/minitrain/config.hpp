@@ -1,6 +1,6 @@
 // A minitrain run's configuration: what the command line says, how it is
 // checked, and how it is written back out -- as the header's "config" object
-// and as the replay argv (DESIGN.md §5) that reruns exactly this configuration.
+// and as the replay argv (dtrace-fp(5), REPLAY PROTOCOL) that reruns exactly this configuration.
 #pragma once
 
 #include <cstdint>

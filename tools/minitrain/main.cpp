@@ -47,7 +47,7 @@ std::string planted_json(minitrain::Planted planted, const minitrain::ModelShape
   return j.dump();
 }
 
-// The deterministic environment (DESIGN.md §6): applied and recorded with
+// The deterministic environment (dtrace(1), env): applied and recorded with
 // --deterministic-mode, only recorded without it.
 std::vector<std::pair<std::string, std::string>> environment(bool deterministic_mode) {
   if (!deterministic_mode) {
