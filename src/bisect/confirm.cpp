@@ -51,14 +51,14 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
                                              {"DTRACE_INPUTS", s.path("capture-A")},
                                              {"DTRACE_REPEAT", n(k)},
                                              {"DTRACE_CAPTURE", s.path("confirm-" + x)},
-                                             {"DTRACE_OUT", s.path("confirm-" + x + ".jsonl")}});
+                                             {"DTRACE_OUT_DIR", s.path("confirm-out-" + x)}});
         !r) {
       return r.error();
     }
   }
-  auto reps_a = load_steps(s.path("confirm-A.jsonl"), rep.rank);
+  auto reps_a = load_steps(s.path("confirm-out-A"), rep.rank);
   if (!reps_a) return reps_a.error();
-  auto reps_b = load_steps(s.path("confirm-B.jsonl"), rep.rank);
+  auto reps_b = load_steps(s.path("confirm-out-B"), rep.rank);
   if (!reps_b) return reps_b.error();
   std::vector<Output> outputs;
   for (auto [side, loaded] : {std::pair{'A', &*reps_a}, std::pair{'B', &*reps_b}}) {

@@ -46,7 +46,7 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
                                              {"DTRACE_LEVEL", "kernel"},
                                              {"DTRACE_SCOPE", layer.scope},
                                              {"DTRACE_CAPTURE", s.path("capture-" + x)},
-                                             {"DTRACE_OUT", s.path("kernel-" + x + ".jsonl")}});
+                                             {"DTRACE_OUT_DIR", s.path("kernel-" + x)}});
         !r) {
       return r.error();
     }
@@ -60,27 +60,27 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
                                             {"DTRACE_ISOLATE", layer.scope},
                                             {"DTRACE_INPUTS", s.path("capture-A")},
                                             {"DTRACE_REPEAT", n(k)},
-                                            {"DTRACE_OUT", s.path("isolate-" + x + ".jsonl")}});
+                                            {"DTRACE_OUT_DIR", s.path("isolate-" + x)}});
         !r) {
       return r.error();
     }
   }
-  auto reps_a = load_steps(s.path("isolate-A.jsonl"), rep.rank);
+  auto reps_a = load_steps(s.path("isolate-A"), rep.rank);
   if (!reps_a) return reps_a.error();
-  auto reps_b = load_steps(s.path("isolate-B.jsonl"), rep.rank);
+  auto reps_b = load_steps(s.path("isolate-B"), rep.rank);
   if (!reps_b) return reps_b.error();
   std::vector<const log::Step*> reps;
   for (const auto& st : reps_a->steps) reps.push_back(&st);
   for (const auto& st : reps_b->steps) reps.push_back(&st);
   if (reps_a->steps.empty()) {
     return Error{"isolating " + layer.scope + " wrote no repetition for rank " + n(rep.rank) + " to " +
-                 s.path("isolate-A.jsonl")};
+                 s.path("isolate-A")};
   }
   if (auto suspect = first_origin(reps)) return std::optional<Suspect>{suspect};
 
   // Alone, from identical inputs, the layer repeated itself. The per-kernel
   // replays of the whole step may still show which op differs.
-  auto d = diff::diff_runs(s.path("kernel-A.jsonl"), s.path("kernel-B.jsonl"));
+  auto d = diff::diff_runs(s.path("kernel-A"), s.path("kernel-B"));
   if (!d) return Error{"reading the kernel-level replays: " + d.error().message};
   for (const auto& m : d->ranks) {
     if (m.rank == rep.rank && m.role == diff::Role::origin && m.scope.rfind(layer.scope, 0) == 0) {

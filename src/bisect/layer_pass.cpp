@@ -41,12 +41,12 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
   Report& rep = s.report;
   const int attempts = std::max(1, s.options.repeat);
   for (int attempt = 0; attempt < attempts; ++attempt) {
-    const std::string out_a = s.path("layer-A-" + n(attempt) + ".jsonl");
-    const std::string out_b = s.path("layer-B-" + n(attempt) + ".jsonl");
+    const std::string out_a = s.path("layer-A-" + n(attempt));
+    const std::string out_b = s.path("layer-B-" + n(attempt));
     for (auto [side, out] : {std::pair{&s.a, out_a}, std::pair{&s.b, out_b}}) {
       if (auto r = s.replay("layer", *side, {{"DTRACE_REPLAY_STEP", n(rep.step)},
                                              {"DTRACE_LEVEL", "layer"},
-                                             {"DTRACE_OUT", out}});
+                                             {"DTRACE_OUT_DIR", out}});
           !r) {
         return r.error();
       }
