@@ -75,7 +75,7 @@ TEST_CASE("a normal run writes a header and records that RunReader reads back") 
   CHECK(header.env == nlohmann::json{{"NCCL_ALGO", "Ring"}});
   CHECK(header.config == nlohmann::json{{"lr", 0.001}, {"batch", 8}});
   CHECK(header.replay["argv"] == nlohmann::json{"minitrain", "--steps", "3"});
-  CHECK(header.replay["protocol"] == "dtrace-replay/1");
+  CHECK(header.replay["protocol"] == "dtrace-replay/1.1");  // several processes, one replay
   // The configuration is written as given (key order and spelling), on one line.
   CHECK_THAT(test_support::first_line(file),
              Catch::Contains("\"config\":{\"lr\": 0.001,  \"batch\": 8}"));
