@@ -89,7 +89,12 @@ class FileCursor {
         line.text.remove_prefix(3);  // a UTF-8 byte-order mark some editors add
         saw_bom_ = true;
       }
-      if (line.text.find_first_not_of(" \t") == std::string_view::npos) continue;
+      // Blank lines are skipped. A record starts with '{', so the scan (a call
+      // into libc per character) is only needed when the first byte is blank.
+      if (line.text.empty() || ((line.text[0] == ' ' || line.text[0] == '\t') &&
+                                line.text.find_first_not_of(" \t") == std::string_view::npos)) {
+        continue;
+      }
       return std::optional<Line>{line};
     }
   }
