@@ -1,8 +1,29 @@
 #include "log/prefetch.hpp"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace dtrace::log {
 
 namespace {
+
+// Steps travel in batches of up to about 1.4 MB of records (kBatchRecords),
+// allocated here and freed on the consumer's thread. With glibc's default
+// trim threshold (128 KiB) each freed batch handed its pages back to the
+// kernel and the next batch faulted them in again: on a layer-level diff,
+// 37,000 page faults instead of 14,000, and a third of the system time. Keeping
+// up to 32 MiB of freed memory per arena (about 4 batches per run queued on
+// each side, the most a diff frees at once) ends that; peak RSS is unchanged,
+// as trimming only ever returns memory after the peak. Process-wide, and set
+// here because only diff reads through a PrefetchReader (not the recorder
+// inside a training process).
+void keep_freed_batches() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] { mallopt(M_TRIM_THRESHOLD, 32 << 20); });
+#endif
+}
 
 // A batch closes at this many records or steps, whichever comes first: large
 // enough that handing it over costs nothing next to reading it, small enough
@@ -14,8 +35,9 @@ bool is_last(const Result<std::optional<Step>>& item) { return !item || !*item; 
 
 }  // namespace
 
+// Before the worker starts: no thread of ours allocates while mallopt runs.
 PrefetchReader::PrefetchReader(RunReader& reader, std::size_t depth)
-    : reader_(reader), depth_(depth), worker_([this] { work(); }) {}
+    : reader_((keep_freed_batches(), reader)), depth_(depth), worker_([this] { work(); }) {}
 
 PrefetchReader::~PrefetchReader() {
   {
