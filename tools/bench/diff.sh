@@ -9,7 +9,8 @@
 # For each shape: two identical runs plus a third with one divergence late in
 # the run; page cache warmed; then, alternating in one go, `cmp` over the eight
 # file pairs and `dtrace diff`. Reports medians, the ratio dtrace/cmp (target
-# <= 1.5), peak RSS, and checks that the late divergence is found. PYTHON=1 adds
+# <= 1.5), peak RSS, and checks that the late divergence is found (on a busy
+# machine, compare binaries by CPU time instead: tools/bench/diff_cpu.sh). PYTHON=1 adds
 # a plain Python json.loads pass over the layer runs, for context.
 #
 #   tools/bench/diff.sh [BUILD_DIR] [REPEATS]      (defaults: build, 5)
