@@ -67,7 +67,7 @@ main{margin-right:360px;padding:16px 24px}
 aside{position:fixed;top:0;right:0;width:336px;height:100%;overflow:auto;background:#fff;
  border-left:1px solid #ccc;padding:12px;box-sizing:border-box}
 h1{font-size:20px;margin:0 0 8px} h2{font-size:16px;margin:20px 0 6px}
-section{background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px 12px;margin-bottom:12px}
+section{background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px 12px;margin-bottom:12px;overflow-x:auto}
 .verdict{font-size:16px} .origin-text{color:#c0392b;font-weight:bold}
 code,pre,.cmd{font:12px/1.35 ui-monospace,monospace}
 .cmd{display:block;background:#f3f3f3;border:1px solid #ddd;padding:4px 6px;margin:3px 0;
@@ -86,7 +86,7 @@ svg text{font:11px system-ui,sans-serif;fill:#444}
 .bar{fill:#34699a} .bar-nan{fill:#8e44ad} .time{fill:#7fa7cf}
 .stage-done{color:#1e7b34} .stage-stop{color:#c0392b} .stage-skip{color:#888}
 .chip{display:inline-block;width:14px;height:14px;border-radius:7px;vertical-align:-3px}
-.ladder .cmd{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:560px}
+.ladder td,.ladder th{white-space:nowrap} .ladder .cmd{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:460px}
 )";
 
 // Errors are counted into the page itself, where a test (or a reader) can see
@@ -137,7 +137,7 @@ void write_map(std::ostringstream& o, const diff::Report& d) {
   const std::int64_t steps_per_column = (steps + columns - 1) / columns;
   const std::int64_t used_rows = (ranks + ranks_per_row - 1) / ranks_per_row;
   const std::int64_t used_columns = (steps + steps_per_column - 1) / steps_per_column;
-  const double width = 840, row_h = std::clamp(480.0 / static_cast<double>(used_rows), 1.0, 18.0);
+  const double width = 760, row_h = std::clamp(480.0 / static_cast<double>(used_rows), 1.0, 18.0);
   const double col_w = width / static_cast<double>(used_columns);
   const double left = 70, top = 8, height = row_h * static_cast<double>(used_rows);
 
@@ -413,9 +413,11 @@ void write_evidence(std::ostringstream& o, const bisect::Evidence& e) {
         o << "<text x=\"" << number(x) << "\" y=\"" << number(chart_h - h + 10) << "\">" << bars[i].second
           << "</text>\n";
       }
-      o << "<text x=\"" << number(x) << "\" y=\"" << chart_h + 28 << "\">" << escape(bars[i].first) << "</text>\n";
+      // The bucket's lower bound (its range is in the bar's title): "1024-2047" would not fit.
+      const std::string label = bars[i].first.substr(0, bars[i].first.find('-'));
+      o << "<text x=\"" << number(x) << "\" y=\"" << chart_h + 28 << "\">" << escape(label) << "</text>\n";
     }
-    o << "</svg>\n<p>differing elements by distance in ulp</p>\n";
+    o << "</svg>\n<p>differing elements by distance in ulp (a bar counts from its label to just under twice it)</p>\n";
   }
   if (!e.outputs.empty()) {
     std::map<std::string, std::size_t> distinct;
