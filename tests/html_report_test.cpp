@@ -50,8 +50,10 @@ dtrace::diff::Report wide_diff(int ranks, std::int64_t steps, int origin) {
 
 // The map cell that holds `rank`: its role.
 std::string role_of_rank_cell(const std::string& html, int rank) {
-  static const std::regex cell(R"re(<rect class="cell[^"]*" id="cell-\d+" data-role="(\w+)" data-rank-lo="(\d+)" data-rank-hi="(\d+)")re");
-  for (auto it = std::sregex_iterator(html.begin(), html.end(), cell); it != std::sregex_iterator(); ++it) {
+  static const std::regex cell(
+      R"re(<rect class="cell[^"]*" id="cell-\d+" data-role="(\w+)" data-rank-lo="(\d+)" data-rank-hi="(\d+)")re");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), cell); it != std::sregex_iterator();
+       ++it) {
     if (std::stoi((*it)[2]) <= rank && rank <= std::stoi((*it)[3])) return (*it)[1];
   }
   return "";
@@ -84,7 +86,8 @@ TEST_CASE("a small run gets one row per rank and one column per step", "[report]
   CHECK(role_of_rank_cell(html, 1) == "receiver");
   // The strip: six records, the first mismatch (seq 3) outlined and named origin.
   CHECK(count(html, "<rect class=\"rec ") == 6);
-  CHECK(html.find("data-seq=\"3\" data-match=\"differs\" data-role=\"origin\"") != std::string::npos);
+  CHECK(html.find("data-seq=\"3\" data-match=\"differs\" data-role=\"origin\"") !=
+        std::string::npos);
   CHECK(html.find("class=\"origin-mark\"") != std::string::npos);
   CHECK(html.find("runs/a/rank2.jsonl:13") != std::string::npos);
 }
@@ -112,8 +115,15 @@ TEST_CASE("a bisect's ladder and evidence", "[report][html]") {
   b.scope = "fwd/layer.0/mlp";
   b.role = "origin";
   b.layer = "fwd/layer.0/mlp";
-  b.replays.push_back({"layer", 'A', {"minitrain", "--steps", "20"}, {{"DTRACE_REPLAY_STEP", "5"}}, 1.5, 0, "exit 0"});
-  b.replays.push_back({"confirm", 'B', {"minitrain", "a b"}, {{"DTRACE_ISOLATE", "x"}}, 0.25, 0, "exit 0"});
+  b.replays.push_back({"layer",
+                       'A',
+                       {"minitrain", "--steps", "20"},
+                       {{"DTRACE_REPLAY_STEP", "5"}},
+                       1.5,
+                       0,
+                       "exit 0"});
+  b.replays.push_back(
+      {"confirm", 'B', {"minitrain", "a b"}, {{"DTRACE_ISOLATE", "x"}}, 0.25, 0, "exit 0"});
   Evidence e;
   e.output = "y";
   e.dtype = "f32";
@@ -122,7 +132,9 @@ TEST_CASE("a bisect's ladder and evidence", "[report][html]") {
   e.ulp_histogram = {5, 0, 3};
   e.ulp_undefined = 1;
   e.nan_b = 1;
-  e.outputs = {{'A', 0, "00000000000000aa"}, {'A', 1, "00000000000000bb"}, {'B', 0, "00000000000000aa"},
+  e.outputs = {{'A', 0, "00000000000000aa"},
+               {'A', 1, "00000000000000bb"},
+               {'B', 0, "00000000000000aa"},
                {'B', 1, "00000000000000aa"}};
   b.evidence = e;
   const std::string html = divergence_html(nullptr, &b);
@@ -130,7 +142,8 @@ TEST_CASE("a bisect's ladder and evidence", "[report][html]") {
     CHECK(html.find(std::string("id=\"stage-") + stage + "\"") != std::string::npos);
   }
   CHECK(html.find("DTRACE_REPLAY_STEP=5 minitrain --steps 20") != std::string::npos);
-  CHECK(html.find("DTRACE_ISOLATE=x minitrain &#39;a b&#39;") != std::string::npos);  // quoted for a shell
+  CHECK(html.find("DTRACE_ISOLATE=x minitrain &#39;a b&#39;") !=
+        std::string::npos);  // quoted for a shell
   CHECK(html.find("1.50 s") != std::string::npos);
   // Buckets 1, 4-7 and NaN (the empty 2-3 bucket is drawn as no bar).
   CHECK(html.find("5 elements 1 ulp apart") != std::string::npos);

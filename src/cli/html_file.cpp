@@ -43,18 +43,25 @@ bool is_html_page(const fs::path& path) {
 
 }  // namespace
 
-void check_html_target(const std::string& path, const std::string& run_a, const std::string& run_b) {
+void check_html_target(const std::string& path, const std::string& run_a,
+                       const std::string& run_b) {
   if (path.empty()) throw Failure("--html: no file named");
   for (const std::string& run : {run_a, run_b}) {
     if (!run.empty() && within(path, run)) {
-      throw Failure("--html " + path + ": inside the run " + run + ", whose files are the user's: choose another path");
+      throw Failure("--html " + path + ": inside the run " + run +
+                    ", whose files are the user's: choose another path");
     }
   }
   std::error_code ec;
+  const fs::path parent =
+      fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec))
+    throw Failure("--html " + path + ": no directory " + parent.string());
   const fs::file_status status = fs::symlink_status(path, ec);
   if (fs::exists(status)) {
     if (!fs::is_regular_file(status) || !is_html_page(path)) {
-      throw Failure("--html " + path + ": exists and is not an HTML report; refusing to replace it");
+      throw Failure("--html " + path +
+                    ": exists and is not an HTML report; refusing to replace it");
     }
   }
 }
@@ -66,7 +73,9 @@ void write_html_report(const std::string& path, const std::string& text, const s
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string temporary = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
   const int fd = mkstemp(temporary.data());
-  if (fd < 0) throw Failure("--html " + path + ": cannot create a file in " + dir.string() + ": " + std::strerror(errno));
+  if (fd < 0)
+    throw Failure("--html " + path + ": cannot create a file in " + dir.string() + ": " +
+                  std::strerror(errno));
   std::size_t written = 0;
   while (written < text.size()) {
     const ssize_t n = ::write(fd, text.data() + written, text.size() - written);

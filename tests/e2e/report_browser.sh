@@ -54,6 +54,10 @@ trouble_is "--html notes.txt: exists and is not an HTML report"
 run_dtrace 1 diff --html diff.html a b  # an earlier report is replaced
 ls .diff.html.* 2>/dev/null && fail "a temporary file was left behind"
 
+# A path bisect cannot write is refused before any replay runs.
+run_dtrace 2 bisect --trust --html nodir/bisect.html a b
+trouble_is "--html nodir/bisect.html: no directory nodir"
+
 # bisect --html: the ladder of stages and the evidence, with the map.
 run_dtrace 0 bisect --trust --html bisect.html
 [ -s bisect.html ] || fail "bisect --html wrote no page"

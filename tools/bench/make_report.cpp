@@ -20,9 +20,12 @@ int main(int argc, char** argv) {
   long ranks = 4096, steps = 1'000'000, origin = 1234;
   for (int i = 2; i + 1 < argc; i += 2) {
     const long v = std::strtol(argv[i + 1], nullptr, 10);
-    if (!std::strcmp(argv[i], "--ranks")) ranks = v;
-    else if (!std::strcmp(argv[i], "--steps")) steps = v;
-    else if (!std::strcmp(argv[i], "--origin")) origin = v;
+    if (!std::strcmp(argv[i], "--ranks"))
+      ranks = v;
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = v;
+    else if (!std::strcmp(argv[i], "--origin"))
+      origin = v;
     else {
       std::fprintf(stderr, "make_report: unknown argument %s\n", argv[i]);
       return 2;
@@ -48,8 +51,10 @@ int main(int argc, char** argv) {
     m.name = first ? "y" : "grad";
     m.role = first ? dtrace::diff::Role::origin : dtrace::diff::Role::receiver;
     m.detail = "hash differs";
-    m.a_location = d.run_a + "/rank" + std::to_string(r) + ".jsonl:" + std::to_string(m.step * 15 + m.seq + 2);
-    m.b_location = d.run_b + "/rank" + std::to_string(r) + ".jsonl:" + std::to_string(m.step * 15 + m.seq + 2);
+    m.a_location =
+        d.run_a + "/rank" + std::to_string(r) + ".jsonl:" + std::to_string(m.step * 15 + m.seq + 2);
+    m.b_location =
+        d.run_b + "/rank" + std::to_string(r) + ".jsonl:" + std::to_string(m.step * 15 + m.seq + 2);
     d.ranks.push_back(m);
   }
   d.first = d.ranks[static_cast<std::size_t>(origin)];
@@ -57,7 +62,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 13; ++i) {
     dtrace::diff::StepRecord s;
     s.seq = i;
-    s.scope = i == 12 ? "step" : std::string("fwd/layer.") + std::to_string(i / 6) + "/" + subs[(i / 3) % 2];
+    s.scope = i == 12 ? "step"
+                      : std::string("fwd/layer.") + std::to_string(i / 6) + "/" + subs[(i / 3) % 2];
     s.op = i == 12 ? "loss" : subs[(i / 3) % 2];
     s.io = i == 12 ? "metric" : i % 3 == 2 ? "out" : "in";
     s.name = i % 3 == 2 ? "y" : "x";
