@@ -291,6 +291,14 @@ TEST_CASE("bisect names the kernel whose output differs from the same inputs", "
   CHECK(e.reading.rfind("repetition 0 of A against repetition 1 of A: 1 of 4 elements differ, by at most 1 ulp", 0) ==
         0);
   CHECK(e.reading.find("reduction order") != std::string::npos);
+  CHECK(e.ulp_histogram == std::vector<std::uint64_t>{1});
+  // Every repetition's fingerprint, A's first: outcomes 0, 1, 0 on each side.
+  REQUIRE(e.outputs.size() == 6);
+  CHECK(e.outputs[0].side == 'A');
+  CHECK(e.outputs[3].side == 'B');
+  CHECK(e.outputs[0].fingerprint == e.outputs[2].fingerprint);
+  CHECK(e.outputs[0].fingerprint != e.outputs[1].fingerprint);
+  CHECK(e.outputs[1].fingerprint == e.outputs[4].fingerprint);
 }
 
 TEST_CASE("bisect's evidence: distinct outputs and the pair compared", "[bisect]") {
@@ -336,6 +344,9 @@ TEST_CASE("compare_outputs counts exactly what differs", "[bisect]") {
     CHECK(e.inf_a == 1);
     CHECK(e.inf_b == 1);
     CHECK(e.reading.find("NaN 1 vs 2, Inf 1 vs 1") != std::string::npos);
+    // -0/+0 are 1 ulp apart (bucket 1), 3 and 3+2ulp are 2 (bucket 2-3); 100 vs NaN has no distance.
+    CHECK(e.ulp_histogram == std::vector<std::uint64_t>{1, 1});
+    CHECK(e.ulp_undefined == 1);
     CHECK(e.reading.find("nothing wrote") != std::string::npos);
   }
   SECTION("rounding-sized f32 differences read as reduction order") {

@@ -782,3 +782,50 @@ TEST_CASE("header differences", "[diff][header]") {
   CHECK(diffs["env:EXTRA"].second == "1");
   CHECK(diffs["config:model.layers"].second == 4);
 }
+
+// ---- the first divergent step's records (the HTML report's strip) -------------
+
+TEST_CASE("the first divergent step's records, paired and in seq order", "[diff][strip]") {
+  TempDir dir;
+  RunSpec b = standard_run(4, 0, 2);
+  b.change(2, 1, kY);
+  b.change(2, 1, kGradIn);
+  for (int rank = 0; rank < 4; ++rank) b.change(rank, 1, kGradOut);
+  const Report r = diff(dir, standard_run(4, 0, 2), b);
+  REQUIRE(r.first);
+  REQUIRE(r.first->rank == 2);
+  using dtrace::diff::Match;
+  REQUIRE(r.first_step.size() == 5);
+  std::vector<Match> matches;
+  for (std::size_t i = 0; i < r.first_step.size(); ++i) {
+    CHECK(r.first_step[i].seq == static_cast<std::int64_t>(i));
+    matches.push_back(r.first_step[i].match);
+  }
+  CHECK(matches == std::vector<Match>{Match::matched, Match::differs, Match::differs, Match::differs, Match::matched});
+  CHECK(r.first_step[1].op == "gemm_fc1");
+  CHECK(r.first_step[1].name == "y");
+  CHECK(r.first_step[1].location.ends_with("rank2.jsonl:9"));  // header, step 0 (5 + end), then seq 0, 1
+}
+
+TEST_CASE("the strip names a record on one side only", "[diff][strip]") {
+  TempDir dir;
+  RunSpec b = standard_run(2, 0, 2);
+  b.at(0, 1).insert(b.at(0, 1).begin() + 1,
+                    tensor("fwd/layer.0/mlp", "dropout", Io::out, "mask", "bool", kShapeX, 0x1234));
+  const Report r = diff(dir, standard_run(2, 0, 2), b);
+  REQUIRE(r.first);
+  using dtrace::diff::Match;
+  REQUIRE(r.first_step.size() == 6);
+  CHECK(r.first_step[1].op == "dropout");
+  CHECK(r.first_step[1].match == Match::b_only);
+  CHECK(r.first_step[1].location.find("b/rank0.jsonl:") != std::string::npos);
+  CHECK(r.first_step[0].match == Match::matched);
+  CHECK(r.first_step[2].match == Match::matched);  // B's seq 2 is A's seq 1: paired by identity
+}
+
+TEST_CASE("identical runs have no strip", "[diff][strip]") {
+  TempDir dir;
+  const Report r = diff(dir, standard_run(2, 0, 1), standard_run(2, 0, 1));
+  CHECK_FALSE(r.first);
+  CHECK(r.first_step.empty());
+}

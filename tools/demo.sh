@@ -2,7 +2,8 @@
 # The main job: build dtrace and minitrain, train two short runs of minitrain
 # with a planted nondeterministic kernel (split-K GEMM accumulated in a random
 # order) on the shipped corpus, find where they diverge with `dtrace diff`, and
-# name the kernel with `dtrace bisect`.
+# name the kernel with `dtrace bisect`, which also writes the HTML report
+# (dtrace(1), HTML REPORT) whose path it prints last.
 #   tools/demo.sh [BUILD_DIR] [SWITCH]       (defaults: build, splitk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,11 +28,12 @@ say dtrace diff run-a run-b
 set +e
 "../../$dtrace" diff run-a run-b
 diff_status=$?
-say dtrace bisect --trust
-"../../$dtrace" bisect --trust 2>/dev/null | sed -n '1,/^replays/p'
+say dtrace bisect --trust --html report.html
+"../../$dtrace" bisect --trust --html report.html 2>/dev/null | sed -n '1,/^replays/p'
 bisect_status=${PIPESTATUS[0]}
 set -e
 echo
 echo "planted by minitrain (ground truth, never in the logs): $("../../$minitrain" --print-planted "$switch")"
 echo "dtrace diff exit status $diff_status (1: diverged), dtrace bisect exit status $bisect_status (0: kernel named)"
+[ -f report.html ] && echo "report: $(pwd)/report.html (open it in a browser)"
 [ "$diff_status" -eq 1 ] && [ "$bisect_status" -eq 0 ]

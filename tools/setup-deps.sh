@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(meson ninja-build g++ pkg-config libcli11-dev libspdlog-dev nlohmann-json3-dev
           libxxhash-dev catch2 libsimdjson-dev python3 python3-jsonschema jq bc
-          python3-torch)  # python3-torch: dtrace_torch and its tests (tests/e2e/torch_*)
+          python3-torch  # python3-torch: dtrace_torch and its tests (tests/e2e/torch_*)
+          chromium)      # chromium: the HTML report opened headless (tests/e2e/report_browser.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")

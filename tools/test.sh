@@ -53,7 +53,8 @@ if [ "$asan" = 1 ]; then
   meson compile -C "$asan_build" -j "$jobs"
   # The Python tests (suite 'python': dtrace_torch, the C API through ctypes)
   # ran in the plain pass; a sanitized libdtrace inside CPython adds nothing
-  # but minutes and interpreter noise, so they run once.
+  # but minutes and interpreter noise, so they run once. So do the browser
+  # tests (suite 'browser'): the page is the same bytes, the time is Chromium's.
   meson test -C "$asan_build" --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 \
-    --no-suite python
+    --no-suite python --no-suite browser
 fi

@@ -69,6 +69,18 @@ struct Evidence {
   double max_abs_difference = 0;
   std::optional<std::uint64_t> max_ulp;
   std::uint64_t nan_a = 0, nan_b = 0, inf_a = 0, inf_b = 0;
+  // The differing elements by distance: ulp_histogram[k] counts those between
+  // 2^k and 2^(k+1)-1 ulp apart; ulp_undefined those with a NaN on either side.
+  // Empty when the dtype is not a float read element by element.
+  std::vector<std::uint64_t> ulp_histogram;
+  std::uint64_t ulp_undefined = 0;
+  // Each repetition's output fingerprint, A's repetitions first.
+  struct Output {
+    char side = 'A';
+    std::int64_t repetition = 0;
+    std::string fingerprint;
+  };
+  std::vector<Output> outputs;
   std::string reading;      // what the numbers mean, in words
 };
 

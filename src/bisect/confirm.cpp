@@ -95,6 +95,7 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
     e.reading = "alone, from the same inputs, the kernel gave one output in " + n(k) +
                 " repetitions on each side: its nondeterminism did not show in isolation";
   }
+  for (const Output& o : outputs) e.outputs.push_back({o.side, o.rep, o.record->digest.hex()});
   e.output = kernel.name;
   e.repetitions = k;
   e.distinct_outputs = static_cast<int>(distinct.size());

@@ -115,7 +115,14 @@ Evidence compare_outputs(const std::vector<std::byte>& a, const std::vector<std:
       const __int128 d = x.ordered > y.ordered ? x.ordered - y.ordered : y.ordered - x.ordered;
       max_ulp = std::max(max_ulp, d);
       ulp_defined = true;
+      // d >= 1 here: the bytes differ and neither is NaN, so the values do.
+      std::size_t bucket = 0;
+      for (__int128 v = d; v > 1; v >>= 1) ++bucket;
+      if (e.ulp_histogram.size() <= bucket) e.ulp_histogram.resize(bucket + 1, 0);
+      ++e.ulp_histogram[bucket];
       if (!x.inf && !y.inf) e.max_abs_difference = std::max(e.max_abs_difference, std::fabs(x.value - y.value));
+    } else {
+      ++e.ulp_undefined;
     }
   }
   if (ulp_defined) e.max_ulp = static_cast<std::uint64_t>(std::min<__int128>(max_ulp, UINT64_MAX));

@@ -7,10 +7,13 @@
 
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/html_file.hpp"
 #include "cli/numbers.hpp"
 #include "cli/state.hpp"
 #include "replay/runner.hpp"
+#include "diff/diff.hpp"
 #include "report/bisect_report.hpp"
+#include "report/html_report.hpp"
 
 namespace dtrace::cli {
 
@@ -25,6 +28,7 @@ void add_bisect(CLI::App& app, int& exit_status) {
     std::string replay;
     std::string keep;
     bool json = false;
+    std::string html;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -50,6 +54,10 @@ void add_bisect(CLI::App& app, int& exit_status) {
   cmd->add_option("--replay", args->replay, "the command to replay both runs with, instead of the logs'");
   cmd->add_option("--keep", args->keep, "keep replay outputs and captures in this new directory");
   cmd->add_flag("--json", args->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
+  cmd->add_option("--html", args->html,
+                  "also write the bisection and the runs' divergence as one self-contained HTML page to FILE "
+                  "(man dtrace, HTML REPORT)")
+      ->type_name("FILE");
   cmd->callback([args, &exit_status] {
     bisect::Options options;
     if (args->runs.size() == 1) throw Failure("bisect takes two runs, or none to use the last diff's");
@@ -90,8 +98,18 @@ void add_bisect(CLI::App& app, int& exit_status) {
     auto note = [](const std::string& stage, const std::string& message) {
       spdlog::info("[{}] {}", stage, message);
     };
+    if (!args->html.empty()) check_html_target(args->html, options.run_a, options.run_b);
     auto result = bisect::run(options, progress, note);
     if (!result) throw Failure(result.error().message);
+    if (!args->html.empty()) {
+      // The map and the strip come from the runs' own diff; a bisect whose
+      // runs no longer read still gets its ladder and evidence.
+      auto divergence = diff::diff_runs(options.run_a, options.run_b);
+      if (!divergence) spdlog::warn("report without the runs' map: {}", divergence.error().message);
+      write_html_report(args->html, report::divergence_html(divergence ? &*divergence : nullptr, &*result),
+                        options.run_a, options.run_b);
+      spdlog::info("report: {}", args->html);
+    }
     if (args->json) {
       std::cout << report::bisect_to_json(*result).dump(2) << "\n";
     } else {

@@ -3,11 +3,15 @@
 #include <fstream>
 #include <iostream>
 
+#include <spdlog/spdlog.h>
+
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
+#include "cli/html_file.hpp"
 #include "cli/state.hpp"
 #include "diff/diff.hpp"
 #include "report/diff_report.hpp"
+#include "report/html_report.hpp"
 
 namespace dtrace::cli {
 
@@ -15,6 +19,7 @@ void add_diff(CLI::App& app, int& exit_status) {
   struct Options {
     std::string run_a, run_b;
     bool json = false;
+    std::string html;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -25,12 +30,21 @@ void add_diff(CLI::App& app, int& exit_status) {
   cmd->add_option("RUN_A", options->run_a, "the first run")->required();
   cmd->add_option("RUN_B", options->run_b, "the second run")->required();
   cmd->add_flag("--json", options->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
+  cmd->add_option("--html", options->html,
+                  "also write the divergence as one self-contained HTML page to FILE (man dtrace, HTML REPORT)")
+      ->type_name("FILE");
   cmd->callback([options, &exit_status] {
     allow_many_files();
+    if (!options->html.empty()) check_html_target(options->html, options->run_a, options->run_b);
     auto report = diff::diff_runs(options->run_a, options->run_b);
     if (!report) {
       forget_last_diff();
       throw Failure(report.error().message);
+    }
+    // Before anything is printed: a refused path is trouble, with nothing on stdout.
+    if (!options->html.empty()) {
+      write_html_report(options->html, report::divergence_html(&*report, nullptr), options->run_a, options->run_b);
+      spdlog::info("report: {}", options->html);
     }
     if (options->json) {
       std::cout << report::diff_to_json(*report).dump(2) << "\n";

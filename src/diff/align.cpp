@@ -202,6 +202,49 @@ Step common_records(const Step& finer, const Step& coarser, std::uint64_t& left_
   return out;
 }
 
+std::vector<RecordPair> pair_records(const Step& a, const Step& b) {
+  const std::vector<int> occ_a = occurrences(a), occ_b = occurrences(b);
+  std::unordered_map<std::string, std::size_t> index_b;
+  for (std::size_t j = 0; j < b.records.size(); ++j) {
+    if (log::is_compared(b.records[j].io)) index_b.emplace(identity_key(b.records[j], occ_b[j]), j);
+  }
+  std::vector<RecordPair> pairs;
+  std::vector<bool> matched_b(b.records.size(), false);
+  for (std::size_t i = 0; i < a.records.size(); ++i) {
+    if (!log::is_compared(a.records[i].io)) continue;
+    RecordPair p;
+    p.a = static_cast<std::ptrdiff_t>(i);
+    auto it = index_b.find(identity_key(a.records[i], occ_a[i]));
+    if (it == index_b.end()) {
+      p.differs = true;
+    } else {
+      matched_b[it->second] = true;
+      p.b = static_cast<std::ptrdiff_t>(it->second);
+      p.differs = compare_pair(a.records[i], b.records[it->second]).has_value();
+    }
+    pairs.push_back(p);
+  }
+  for (std::size_t j = 0; j < b.records.size(); ++j) {
+    if (log::is_compared(b.records[j].io) && !matched_b[j]) {
+      pairs.push_back(RecordPair{-1, static_cast<std::ptrdiff_t>(j), true});
+    }
+  }
+  // A's records keep A's order (a step's records are in seq order); a record
+  // only B has goes right after the A record paired with its predecessor in B.
+  std::vector<std::ptrdiff_t> partner_of_b(b.records.size(), -1);
+  for (const RecordPair& p : pairs) {
+    if (p.a >= 0 && p.b >= 0) partner_of_b[static_cast<std::size_t>(p.b)] = p.a;
+  }
+  auto key = [&](const RecordPair& p) {
+    if (p.a >= 0) return std::pair<std::ptrdiff_t, std::ptrdiff_t>(p.a, -1);
+    std::ptrdiff_t anchor = -1;
+    for (std::ptrdiff_t j = p.b - 1; j >= 0 && anchor < 0; --j) anchor = partner_of_b[static_cast<std::size_t>(j)];
+    return std::pair<std::ptrdiff_t, std::ptrdiff_t>(anchor, p.b);
+  };
+  std::stable_sort(pairs.begin(), pairs.end(), [&](const RecordPair& x, const RecordPair& y) { return key(x) < key(y); });
+  return pairs;
+}
+
 StepComparison compare_step(const Step& a, const Step& b) {
   StepComparison result;
   if (!compare_aligned(a, b, result)) {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "diff/diff.hpp"
 #include "log/record.hpp"
@@ -28,6 +29,17 @@ struct StepComparison {
 };
 
 StepComparison compare_step(const log::Step& a, const log::Step& b);
+
+// Every compared record of one rank's step paired by identity, in A's seq
+// order, a record only B has right after the A record paired with the one
+// before it in B: what the HTML report's strip of the
+// first divergent step shows. Computed only for a rank's first mismatch, so it
+// favours plainness over compare_step's speed.
+struct RecordPair {
+  std::ptrdiff_t a = -1, b = -1;  // indices, -1 when that side lacks the record
+  bool differs = false;           // value or structure (always true for one side only)
+};
+std::vector<RecordPair> pair_records(const log::Step& a, const log::Step& b);
 
 // Runs recorded at different levels (man/dtrace.1, diff): the finer run's step
 // without the in and out records that the coarser run's step lacks, which only

@@ -28,6 +28,16 @@ std::string_view role_name(Role role) {
   return "unknown";
 }
 
+std::string_view match_name(Match match) {
+  switch (match) {
+    case Match::matched: return "matched";
+    case Match::differs: return "differs";
+    case Match::a_only: return "a-only";
+    case Match::b_only: break;
+  }
+  return "b-only";
+}
+
 std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Digest& b,
                                           std::string_view dtype) {
   if (a.digits != b.digits || a.high != 0 || b.high != 0) return std::nullopt;
@@ -89,8 +99,24 @@ struct RankFirst {
   std::string collective;
 };
 
+// A rank's records at its first mismatch, kept while that rank may still turn
+// out to be the run's first divergence.
+struct StripCandidate {
+  std::int64_t step = 0;
+  int precedence = 0;
+  std::int32_t rank = 0;
+  std::vector<StepRecord> records;
+};
+
+// Few ranks' strips are held: most runs diverge on every rank at one step, and
+// a strip is a whole step of records.
+constexpr std::size_t kStripCandidates = 8;
+
+int precedence(Role role) { return role == Role::origin ? 0 : role == Role::unknown ? 1 : 2; }
+
 struct Comparison {
   Side a, b;
+  std::vector<StripCandidate> strips;  // best first by (step, precedence, rank)
   std::map<std::int32_t, RankFirst> firsts;
   std::map<std::int64_t, std::set<std::string>> collective_inputs_differing;
   IntervalSet steps_compared;
@@ -141,6 +167,38 @@ Mismatch describe(const Step& a, const Step& b, const MismatchAt& at, const Clas
   return m;
 }
 
+std::vector<StepRecord> strip_of(const Step& a, const Step& b, const log::RunReader& ra,
+                                 const log::RunReader& rb) {
+  std::vector<StepRecord> out;
+  for (const RecordPair& p : pair_records(a, b)) {
+    const bool has_a = p.a >= 0;
+    const log::Record& r = has_a ? a.records[static_cast<std::size_t>(p.a)] : b.records[static_cast<std::size_t>(p.b)];
+    StepRecord s;
+    s.seq = r.seq;
+    s.scope = r.scope;
+    s.op = r.op;
+    s.io = r.io_text;
+    s.name = r.name;
+    s.match = !p.differs ? Match::matched : !has_a ? Match::b_only : p.b < 0 ? Match::a_only : Match::differs;
+    s.location = has_a ? ra.location(r) : rb.location(r);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void keep_strip(Comparison& cmp, const Step& a, const Step& b, Role role) {
+  std::erase_if(cmp.strips, [&](const StripCandidate& c) { return c.rank == a.rank; });
+  auto key = [](const StripCandidate& c) { return std::tuple(c.step, c.precedence, c.rank); };
+  const StripCandidate probe{a.step, precedence(role), a.rank, {}};
+  if (cmp.strips.size() >= kStripCandidates && !(key(probe) < key(cmp.strips.back()))) return;
+  StripCandidate c = probe;
+  c.records = strip_of(a, b, *cmp.a.reader, *cmp.b.reader);
+  auto at = std::upper_bound(cmp.strips.begin(), cmp.strips.end(), c,
+                             [&](const StripCandidate& x, const StripCandidate& y) { return key(x) < key(y); });
+  cmp.strips.insert(at, std::move(c));
+  if (cmp.strips.size() > kStripCandidates) cmp.strips.pop_back();
+}
+
 void compare(Comparison& cmp, const Step& a_read, const Step& b_read) {
   std::optional<Step> common;
   if (cmp.finer == 'A') common = common_records(a_read, b_read, cmp.finer_only);
@@ -161,6 +219,7 @@ void compare(Comparison& cmp, const Step& a_read, const Step& b_read) {
   const Classification c = classify(a, b, *result.first);
   cmp.firsts[a.rank] = RankFirst{describe(a, b, *result.first, c, *cmp.a.reader, *cmp.b.reader),
                                  c.collective};
+  keep_strip(cmp, a, b, c.role);
 }
 
 // Takes one step from side x and pairs it with side y's, or keeps it waiting.
@@ -355,7 +414,6 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
       first.mismatch.role = Role::receiver;
     }
   }
-  auto precedence = [](Role role) { return role == Role::origin ? 0 : role == Role::unknown ? 1 : 2; };
   for (auto& [rank, first] : cmp.firsts) {
     report.ranks.push_back(first.mismatch);
     const Mismatch& m = report.ranks.back();
@@ -363,6 +421,11 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
                              std::tuple(report.first->step, precedence(report.first->role),
                                         report.first->rank)) {
       report.first = m;
+    }
+  }
+  if (report.first) {
+    for (StripCandidate& c : cmp.strips) {
+      if (c.rank == report.first->rank && c.step == report.first->step) report.first_step = std::move(c.records);
     }
   }
   return report;

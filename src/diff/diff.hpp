@@ -39,6 +39,17 @@ struct Mismatch {
   std::string detail;                  // what differs, in words
 };
 
+// One record of the first divergent step, as the HTML report's strip shows it.
+enum class Match { matched, differs, a_only, b_only };
+std::string_view match_name(Match match);
+
+struct StepRecord {
+  std::int64_t seq = 0;
+  std::string scope, op, io, name;
+  Match match = Match::matched;
+  std::string location;  // A's FILE:LINE (B's for a record only B has)
+};
+
 struct HeaderDifference {
   std::string section;  // "env", "config", or a top-level header field
   std::string key;      // dotted path inside the section
@@ -66,6 +77,9 @@ struct Report {
   std::vector<std::string> notes;
   std::vector<HeaderDifference> header_differences;
   std::vector<EnvFlag> env_flags;
+  // The first divergent rank's compared records at the first divergent step,
+  // in seq order (empty when identical).
+  std::vector<StepRecord> first_step;
   bool diverged() const { return first.has_value(); }
 };
 

@@ -22,6 +22,20 @@ nlohmann::json evidence_json(const bisect::Evidence& e) {
                       {"nan", {e.nan_a, e.nan_b}},
                       {"inf", {e.inf_a, e.inf_b}},
                       {"reading", e.reading}};
+  nlohmann::json histogram = nlohmann::json::array();
+  for (std::size_t k = 0; k < e.ulp_histogram.size(); ++k) {
+    if (e.ulp_histogram[k] == 0) continue;
+    const std::uint64_t lo = std::uint64_t{1} << k;
+    const std::uint64_t hi = k >= 63 ? UINT64_MAX : (std::uint64_t{1} << (k + 1)) - 1;
+    histogram.push_back({{"ulp_min", lo}, {"ulp_max", hi}, {"elements", e.ulp_histogram[k]}});
+  }
+  j["ulp_histogram"] = histogram;
+  j["ulp_undefined"] = e.ulp_undefined;
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const auto& o : e.outputs) {
+    outputs.push_back({{"side", std::string(1, o.side)}, {"repetition", o.repetition}, {"fingerprint", o.fingerprint}});
+  }
+  j["outputs"] = outputs;
   return j;
 }
 

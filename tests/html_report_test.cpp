@@ -1,0 +1,155 @@
+#include "report/html_report.hpp"
+
+#include <catch2/catch.hpp>
+#include <regex>
+#include <string>
+
+using dtrace::bisect::Evidence;
+using dtrace::diff::Match;
+using dtrace::diff::Mismatch;
+using dtrace::diff::Role;
+using dtrace::report::divergence_html;
+
+namespace {
+
+// A diff of `ranks` ranks over steps 0..steps-1 in which every rank diverged:
+// `origin` first, as the origin, the others later, as receivers.
+dtrace::diff::Report wide_diff(int ranks, std::int64_t steps, int origin) {
+  dtrace::diff::Report d;
+  d.run_a = "runs/a";
+  d.run_b = "runs/b";
+  d.compared = {0, steps - 1, steps, ranks, 1000};
+  for (int r = 0; r < ranks; ++r) {
+    Mismatch m;
+    m.rank = r;
+    m.step = r == origin ? steps / 2 : steps / 2 + 1 + (r * 7919) % (steps / 2 - 1);
+    m.seq = 3;
+    m.scope = r == origin ? "fwd/layer.1/mlp" : "comm/grad_allreduce";
+    m.op = r == origin ? "gemm_fc2" : "all_reduce";
+    m.io = "out";
+    m.name = "y";
+    m.role = r == origin ? Role::origin : Role::receiver;
+    m.detail = "hash 0 in A, 1 in B";
+    m.a_location = "runs/a/rank" + std::to_string(r) + ".jsonl:" + std::to_string(r + 2);
+    d.ranks.push_back(m);
+  }
+  d.first = d.ranks[static_cast<std::size_t>(origin)];
+  for (int i = 0; i < 6; ++i) {
+    dtrace::diff::StepRecord s;
+    s.seq = i;
+    s.scope = i < 3 ? "fwd/layer.0/attn" : "fwd/layer.1/mlp";
+    s.op = "op" + std::to_string(i);
+    s.io = "out";
+    s.name = "y";
+    s.match = i < 3 ? Match::matched : Match::differs;
+    s.location = "runs/a/rank" + std::to_string(origin) + ".jsonl:" + std::to_string(10 + i);
+    d.first_step.push_back(s);
+  }
+  return d;
+}
+
+// The map cell that holds `rank`: its role.
+std::string role_of_rank_cell(const std::string& html, int rank) {
+  static const std::regex cell(
+      R"re(<rect class="cell[^"]*" id="cell-\d+" data-role="(\w+)" data-rank-lo="(\d+)" data-rank-hi="(\d+)")re");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), cell); it != std::sregex_iterator();
+       ++it) {
+    if (std::stoi((*it)[2]) <= rank && rank <= std::stoi((*it)[3])) return (*it)[1];
+  }
+  return "";
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("4,096 ranks by 1,000,000 steps: a binned map of a few hundred KB", "[report][html]") {
+  const auto d = wide_diff(4096, 1'000'000, 1234);
+  const std::string html = divergence_html(&d, nullptr);
+  INFO("size " << html.size());
+  CHECK(html.size() < 2'000'000);
+  CHECK(count(html, "<rect class=\"cell ") == 512);  // 8 ranks a row
+  CHECK(role_of_rank_cell(html, 1234) == "origin");
+  CHECK(role_of_rank_cell(html, 4095) == "receiver");
+  CHECK(html.find("runs/a/rank1234.jsonl:1236") != std::string::npos);
+}
+
+TEST_CASE("a small run gets one row per rank and one column per step", "[report][html]") {
+  const auto d = wide_diff(4, 20, 2);
+  const std::string html = divergence_html(&d, nullptr);
+  CHECK(count(html, "<rect class=\"cell ") == 4);
+  CHECK(role_of_rank_cell(html, 2) == "origin");
+  CHECK(role_of_rank_cell(html, 1) == "receiver");
+  // The strip: six records, the first mismatch (seq 3) outlined and named origin.
+  CHECK(count(html, "<rect class=\"rec ") == 6);
+  CHECK(html.find("data-seq=\"3\" data-match=\"differs\" data-role=\"origin\"") !=
+        std::string::npos);
+  CHECK(html.find("class=\"origin-mark\"") != std::string::npos);
+  CHECK(html.find("runs/a/rank2.jsonl:13") != std::string::npos);
+}
+
+TEST_CASE("the page refers to nothing outside itself", "[report][html]") {
+  auto d = wide_diff(4, 20, 2);
+  d.run_a = "runs/<b>a</b>";  // a run's name is text, never markup
+  dtrace::bisect::Report b;
+  b.verdict = dtrace::bisect::Verdict::named;
+  const std::string html = divergence_html(&d, &b);
+  CHECK(html.find("://") == std::string::npos);
+  CHECK(html.find("<a ") == std::string::npos);
+  CHECK(html.find(" src=") == std::string::npos);
+  CHECK(html.find("url(") == std::string::npos);
+  CHECK(html.find("runs/&lt;b&gt;a&lt;/b&gt;") != std::string::npos);
+  CHECK(html.find("<b>") == std::string::npos);
+}
+
+TEST_CASE("a bisect's ladder and evidence", "[report][html]") {
+  dtrace::bisect::Report b;
+  b.verdict = dtrace::bisect::Verdict::named;
+  b.step = 5;
+  b.rank = 1;
+  b.op = "gemm_splitk";
+  b.scope = "fwd/layer.0/mlp";
+  b.role = "origin";
+  b.layer = "fwd/layer.0/mlp";
+  b.replays.push_back({"layer",
+                       'A',
+                       {"minitrain", "--steps", "20"},
+                       {{"DTRACE_REPLAY_STEP", "5"}},
+                       1.5,
+                       0,
+                       "exit 0"});
+  b.replays.push_back(
+      {"confirm", 'B', {"minitrain", "a b"}, {{"DTRACE_ISOLATE", "x"}}, 0.25, 0, "exit 0"});
+  Evidence e;
+  e.output = "y";
+  e.dtype = "f32";
+  e.repetitions = 2;
+  e.distinct_outputs = 2;
+  e.ulp_histogram = {5, 0, 3};
+  e.ulp_undefined = 1;
+  e.nan_b = 1;
+  e.outputs = {{'A', 0, "00000000000000aa"},
+               {'A', 1, "00000000000000bb"},
+               {'B', 0, "00000000000000aa"},
+               {'B', 1, "00000000000000aa"}};
+  b.evidence = e;
+  const std::string html = divergence_html(nullptr, &b);
+  for (const char* stage : {"restore", "layer", "kernel", "confirm"}) {
+    CHECK(html.find(std::string("id=\"stage-") + stage + "\"") != std::string::npos);
+  }
+  CHECK(html.find("DTRACE_REPLAY_STEP=5 minitrain --steps 20") != std::string::npos);
+  CHECK(html.find("DTRACE_ISOLATE=x minitrain &#39;a b&#39;") !=
+        std::string::npos);  // quoted for a shell
+  CHECK(html.find("1.50 s") != std::string::npos);
+  // Buckets 1, 4-7 and NaN (the empty 2-3 bucket is drawn as no bar).
+  CHECK(html.find("5 elements 1 ulp apart") != std::string::npos);
+  CHECK(html.find("3 elements 4-7 ulp apart") != std::string::npos);
+  CHECK(html.find("1 element with a NaN on either side") != std::string::npos);
+  CHECK(html.find("2-3 ulp apart") == std::string::npos);
+  CHECK(count(html, "<i class=\"chip\"") == 4);
+  CHECK(count(html, "</i> #2<") == 1);  // one repetition gave the second output
+}
