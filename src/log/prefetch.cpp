@@ -43,9 +43,12 @@ void PrefetchReader::work() {
     changed_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
     if (stop_) return;
     queue_.push_back(std::move(batch));
+    std::vector<std::vector<Record>> returned = std::move(returned_);
+    returned_.clear();
     lock.unlock();
     changed_.notify_all();
     if (last) return;
+    for (auto& storage : returned) reader_.recycle(std::move(storage));
     batch = Batch();
     records = 0;
   }
@@ -58,6 +61,12 @@ Result<std::optional<Step>> PrefetchReader::next() {
     taken_ = std::move(queue_.front());
     queue_.pop_front();
     taken_next_ = 0;
+    if (returned_.empty()) {
+      returned_.swap(done_);
+    } else {
+      for (auto& storage : done_) returned_.push_back(std::move(storage));
+      done_.clear();
+    }
     lock.unlock();
     changed_.notify_all();
   }
@@ -65,6 +74,10 @@ Result<std::optional<Step>> PrefetchReader::next() {
   // the same answer.
   if (is_last(taken_[taken_next_])) return taken_[taken_next_];
   return std::move(taken_[taken_next_++]);
+}
+
+void PrefetchReader::recycle(Step&& step) {
+  if (step.records.capacity() > 0) done_.push_back(std::move(step.records));
 }
 
 }  // namespace dtrace::log
