@@ -426,6 +426,40 @@ TEST_CASE("the prefetching reader hands out the same steps in the same order", "
   }
 }
 
+TEST_CASE("steps handed back to the prefetching reader are reused and what it hands out stays right",
+          "[reader][prefetch]") {
+  // The comparing thread gives each step's record storage back (recycle);
+  // the reader's next steps are built in it. Storage not emptied, or handed
+  // out twice, would show as steps with more records or someone else's.
+  TempDir dir;
+  const std::string file = dir.path("run.jsonl");
+  write_text(file, header(3) + "\n" + join(body(3, 400, 30)));
+  auto plain = open(file);
+  const auto expected = read_all(*plain);
+  REQUIRE(expected.size() == 1200);
+  auto reader = open(file);
+  PrefetchReader prefetch(*reader);
+  for (const Step& want : expected) {
+    auto got = prefetch.next();
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+    Step step = std::move(**got);
+    REQUIRE(step.rank == want.rank);
+    REQUIRE(step.step == want.step);
+    REQUIRE(step.records.size() == want.records.size());
+    for (std::size_t i = 0; i < want.records.size(); ++i) {
+      REQUIRE(step.records[i].seq == want.records[i].seq);
+      REQUIRE(step.records[i].step == want.step);
+      REQUIRE(step.records[i].digest == want.records[i].digest);
+      REQUIRE(step.records[i].line == want.records[i].line);
+    }
+    prefetch.recycle(std::move(step));
+  }
+  auto end = prefetch.next();
+  REQUIRE(end.ok());
+  CHECK(!end->has_value());
+}
+
 TEST_CASE("the prefetching reader repeats an error and stops early without hanging", "[reader][prefetch]") {
   TempDir dir;
   const std::string bad = dir.path("bad.jsonl");

@@ -2,6 +2,10 @@
 
 #include <sys/resource.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -21,6 +25,21 @@ void setup_logging() {
   spdlog::set_default_logger(logger);
 }
 
+// Process-wide allocation policy, set before any thread starts. Diff reads
+// each run on a thread of its own and hands steps over in batches of about
+// 0.7 MB, freed on the comparing thread. With glibc's default trim threshold
+// (128 KiB) each freed batch handed its pages back to the kernel and the next
+// batch faulted them in again: on a layer-level diff (tools/bench/diff.sh)
+// about 44,000 page faults instead of 9,000 and a third of the system time.
+// Keeping up to 32 MiB of freed memory per arena ends that. Set here, not in
+// the library: the library also runs inside training processes (the
+// recorder), whose allocation policy is theirs.
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+#endif
+}
+
 }  // namespace
 
 void allow_many_files() {
@@ -33,6 +52,7 @@ void allow_many_files() {
 }
 
 int run(int argc, char** argv) {
+  keep_freed_memory();
   setup_logging();
   CLI::App app{
       "dtrace: find where two deterministic training runs first diverge, and which kernel did it.\n"

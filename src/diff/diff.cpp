@@ -245,6 +245,9 @@ void take(Comparison& cmp, Side& x, Side& y, Step step, bool early_decisions) {
     const Step& a = x.name == 'A' ? step : match->second;
     const Step& b = x.name == 'A' ? match->second : step;
     compare(cmp, a, b);
+    // Their record storage goes back to the readers, for the steps to come.
+    y.prefetch->recycle(std::move(match->second));
+    x.prefetch->recycle(std::move(step));
     waiting.erase(match);
     --y.pending_count;
   } else {

@@ -2,28 +2,9 @@
 
 #include <mutex>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 namespace dtrace::log {
 
 namespace {
-
-// Steps travel in batches of up to about 0.7 MB of records (kBatchRecords),
-// allocated here and freed on the consumer's thread. With glibc's default
-// trim threshold (128 KiB) each freed batch handed its pages back to the
-// kernel and the next batch faulted them in again: on a layer-level diff
-// (tools/bench/diff.sh), about 44,000 page faults instead of 9,000 and a third
-// of the system time. Keeping up to 32 MiB of freed memory per arena ends that.
-// Process-wide, and set here because only diff reads through a PrefetchReader
-// (not the recorder inside a training process).
-void keep_freed_batches() {
-#if defined(__GLIBC__)
-  static std::once_flag once;
-  std::call_once(once, [] { mallopt(M_TRIM_THRESHOLD, 32 << 20); });
-#endif
-}
 
 // A batch closes at this many records or steps, whichever comes first: large
 // enough that handing it over costs nothing next to reading it, small enough
@@ -37,9 +18,8 @@ bool is_last(const Result<std::optional<Step>>& item) { return !item || !*item; 
 
 }  // namespace
 
-// Before the worker starts: no thread of ours allocates while mallopt runs.
 PrefetchReader::PrefetchReader(RunReader& reader, std::size_t depth)
-    : reader_((keep_freed_batches(), reader)), depth_(depth), worker_([this] { work(); }) {}
+    : reader_(reader), depth_(depth), worker_([this] { work(); }) {}
 
 PrefetchReader::~PrefetchReader() {
   {
@@ -63,9 +43,12 @@ void PrefetchReader::work() {
     changed_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
     if (stop_) return;
     queue_.push_back(std::move(batch));
+    std::vector<std::vector<Record>> returned = std::move(returned_);
+    returned_.clear();
     lock.unlock();
     changed_.notify_all();
     if (last) return;
+    for (auto& storage : returned) reader_.recycle(std::move(storage));
     batch = Batch();
     records = 0;
   }
@@ -78,6 +61,12 @@ Result<std::optional<Step>> PrefetchReader::next() {
     taken_ = std::move(queue_.front());
     queue_.pop_front();
     taken_next_ = 0;
+    if (returned_.empty()) {
+      returned_.swap(done_);
+    } else {
+      for (auto& storage : done_) returned_.push_back(std::move(storage));
+      done_.clear();
+    }
     lock.unlock();
     changed_.notify_all();
   }
@@ -85,6 +74,10 @@ Result<std::optional<Step>> PrefetchReader::next() {
   // the same answer.
   if (is_last(taken_[taken_next_])) return taken_[taken_next_];
   return std::move(taken_[taken_next_++]);
+}
+
+void PrefetchReader::recycle(Step&& step) {
+  if (step.records.capacity() > 0) done_.push_back(std::move(step.records));
 }
 
 }  // namespace dtrace::log

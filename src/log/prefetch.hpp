@@ -23,6 +23,11 @@ class PrefetchReader {
 
   Result<std::optional<Step>> next();
 
+  // Hands a step the consumer is done with back to the reader's thread, whose
+  // next steps reuse its record storage (RunReader::recycle). Consumer thread
+  // only; the storage travels back when the consumer takes its next batch.
+  void recycle(Step&& step);
+
   PrefetchReader(const PrefetchReader&) = delete;
   PrefetchReader& operator=(const PrefetchReader&) = delete;
 
@@ -43,6 +48,8 @@ class PrefetchReader {
   bool stop_ = false;
   Batch taken_;  // the consumer's current batch (consumer thread only)
   std::size_t taken_next_ = 0;
+  std::vector<std::vector<Record>> done_;      // recycled, not yet handed over (consumer only)
+  std::vector<std::vector<Record>> returned_;  // handed over to the worker (under mutex_)
   std::jthread worker_;  // last: starts once the members above exist
 };
 

@@ -254,7 +254,21 @@ struct RunReader::Impl {
   std::deque<Step> ready;
   bool drained = false;
   std::size_t typical_step_size = 0;  // records of the last step completed: a capacity hint
+  std::vector<std::vector<Record>> spare;  // record storage given back (recycle), empty
 };
+
+namespace {
+// Spare record vectors kept: a few batches' worth of steps (PrefetchReader
+// hands them back about a batch at a time), so memory stays what the steps
+// in flight need.
+constexpr std::size_t kMaxSpare = 512;
+}  // namespace
+
+void RunReader::recycle(std::vector<Record>&& records) {
+  if (impl_->spare.size() >= kMaxSpare || records.capacity() == 0) return;
+  records.clear();
+  impl_->spare.push_back(std::move(records));
+}
 
 namespace {
 
@@ -474,6 +488,10 @@ Result<std::optional<Step>> RunReader::next() {
       if (inserted) {
         pending.step.rank = key.rank;
         pending.step.step = key.step;
+        if (!impl.spare.empty()) {
+          pending.step.records = std::move(impl.spare.back());
+          impl.spare.pop_back();
+        }
         pending.step.records.reserve(impl.typical_step_size);
         // A record for a step already handed out: the end record undercounted.
         if (impl.handed_out[key.rank].contains(step)) pending.step.status = StepStatus::late;
