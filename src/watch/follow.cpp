@@ -20,10 +20,13 @@ namespace {
 
 // As log::RunReader: a longer line is not a record a recorder wrote.
 constexpr std::size_t kMaxLine = 16u << 20;
-// One visit reads at most this much of a file; the caller polls again at once
-// while anything was read, so a file far behind is caught up a chunk at a time
-// with the steps it completes taken in between.
-constexpr std::size_t kChunk = 1u << 20;
+// One visit reads at most a file's share of this budget (16 KiB to 1 MiB);
+// the caller polls again at once while anything was read, so a file far
+// behind is caught up a chunk at a time with the steps it completes taken in
+// between. As log::RunReader's ReadLimits: memory for reading stays about the
+// same however many rank files.
+constexpr std::size_t kBufferBudget = 32u << 20;
+constexpr std::size_t kMinChunk = 16u << 10, kMaxChunk = 1u << 20, kHeaderChunk = 4u << 10;
 // New files are looked for this often (and whenever a poll finds none yet).
 constexpr auto kListingInterval = std::chrono::milliseconds(250);
 
@@ -41,7 +44,13 @@ struct RunFollower::File {
   std::size_t begin = 0, end = 0;
   std::uint64_t line = 0;       // lines consumed
   bool header_done = false;
+  bool consumed = false;  // the last consume() took lines
   std::int32_t last_rank = -1;
+
+  // Complete lines wait in the buffer (the gate closed before they were taken).
+  bool holds_lines() const {
+    return begin < end && std::memchr(buffer.data() + begin, '\n', end - begin) != nullptr;
+  }
 
   ~File() {
     if (fd >= 0) ::close(fd);
@@ -72,7 +81,7 @@ bool RunFollower::all_ranks_seen() const {
 
 bool RunFollower::at_rest() const {
   for (const auto& f : files_) {
-    if (f->offset != f->size_seen) return false;
+    if (f->offset != f->size_seen || f->holds_lines()) return false;
   }
   return true;
 }
@@ -187,28 +196,13 @@ Result<void> RunFollower::take_line(File& file, std::string_view text, std::uint
   return {};
 }
 
-// Reads one chunk of the file (if it has grown) and consumes its complete
-// lines. Returns whether anything was read.
-Result<bool> RunFollower::read_file(File& file, std::vector<log::Step>& out) {
-  if (file.offset >= file.size_seen) return false;
-  if (file.begin > 0) {
-    std::memmove(file.buffer.data(), file.buffer.data() + file.begin, file.end - file.begin);
-    file.end -= file.begin;
-    file.begin = 0;
-  }
-  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, file.size_seen - file.offset));
-  file.buffer.resize(file.end + want + log::kLinePadding);
-  const ssize_t got = ::pread(file.fd, file.buffer.data() + file.end, want, static_cast<off_t>(file.offset));
-  if (got < 0) return Error{file.path + ": cannot read: " + std::strerror(errno)};
-  if (got == 0) {
-    file.size_seen = file.offset;  // truncated under us; read again when it grows
-    return false;
-  }
-  file.offset += static_cast<std::uint64_t>(got);
-  bytes_read_ += static_cast<std::uint64_t>(got);
-  file.end += static_cast<std::size_t>(got);
-  std::memset(file.buffer.data() + file.end, 0, log::kLinePadding);
+// Consumes the file's buffered complete lines. With a gate, stops after a
+// line that completed a step once the gate closes for that step's rank, so a
+// side ahead of the other holds a step or two per rank, not a chunk's worth.
+// Returns whether it stopped at the gate.
+Result<bool> RunFollower::consume(File& file, const Sink& sink, const Gate& gate) {
   char* data = file.buffer.data();
+  const std::size_t started = file.begin;
   while (file.begin < file.end) {
     const char* newline = static_cast<const char*>(std::memchr(data + file.begin, '\n', file.end - file.begin));
     if (newline == nullptr) break;  // a line still being written: wait for its end
@@ -218,16 +212,73 @@ Result<bool> RunFollower::read_file(File& file, std::vector<log::Step>& out) {
     const std::uint64_t number = ++file.line;
     file.begin = stop + 1;
     if (text.find_first_not_of(" \t") == std::string_view::npos) continue;
-    if (auto r = take_line(file, text, number, out); !r) return r.error();
+    if (auto r = take_line(file, text, number, completed_); !r) return r.error();
+    if (completed_.empty()) continue;
+    for (log::Step& step : completed_) sink(std::move(step));
+    completed_.clear();
+    if (gate && !gate(file.last_rank)) {
+      file.consumed = true;
+      return true;
+    }
   }
-  if (file.end - file.begin > kMaxLine) {
+  file.consumed = file.begin != started;
+  return false;
+}
+
+// Consumes what is buffered, then (unless the gate closed) reads one chunk of
+// the file if it has grown and consumes its complete lines. Returns whether
+// anything was read.
+Result<bool> RunFollower::read_file(File& file, const Sink& sink, const Gate& gate) {
+  auto stopped = consume(file, sink, gate);
+  if (!stopped) return stopped.error();
+  // Lines consumed from the buffer are progress too: the run is not at rest.
+  bool read = file.consumed;
+  if (!*stopped && file.offset < file.size_seen) {
+    if (file.begin > 0) {
+      std::memmove(file.buffer.data(), file.buffer.data() + file.begin, file.end - file.begin);
+      file.end -= file.begin;
+      file.begin = 0;
+    }
+    // Until its header is read a file gives a small chunk: the caller compares
+    // nothing before both runs' headers are known, and what was read meanwhile
+    // waits in memory.
+    const std::size_t chunk =
+        file.header_done ? std::clamp(kBufferBudget / std::max<std::size_t>(1, files_.size()), kMinChunk, kMaxChunk)
+                         : kHeaderChunk;
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, file.size_seen - file.offset));
+    file.buffer.resize(file.end + want + log::kLinePadding);
+    const ssize_t got = ::pread(file.fd, file.buffer.data() + file.end, want, static_cast<off_t>(file.offset));
+    if (got < 0) return Error{file.path + ": cannot read: " + std::strerror(errno)};
+    if (got == 0) {
+      file.size_seen = file.offset;  // truncated under us; read again when it grows
+      return false;
+    }
+    read = true;
+    file.offset += static_cast<std::uint64_t>(got);
+    bytes_read_ += static_cast<std::uint64_t>(got);
+    file.end += static_cast<std::size_t>(got);
+    std::memset(file.buffer.data() + file.end, 0, log::kLinePadding);
+    stopped = consume(file, sink, gate);
+    if (!stopped) return stopped.error();
+  }
+  // Many files: between visits a file keeps only what it has not consumed, so
+  // thousands of rank files hold kilobytes each, not a chunk each.
+  if (files_.size() * kMinChunk > kBufferBudget / 4 && file.buffer.size() > 2 * (file.end - file.begin) + 4096) {
+    std::vector<char> rest(file.buffer.begin() + static_cast<std::ptrdiff_t>(file.begin),
+                           file.buffer.begin() + static_cast<std::ptrdiff_t>(file.end));
+    rest.resize(rest.size() + log::kLinePadding);
+    file.buffer.swap(rest);
+    file.end -= file.begin;
+    file.begin = 0;
+  }
+  if (!*stopped && file.end - file.begin > kMaxLine) {
     return Error{file.path + ":" + std::to_string(file.line + 1) + ": line longer than " +
                  std::to_string(kMaxLine >> 20) + " MiB without a newline: not a dtrace-fp/1 log"};
   }
-  return true;
+  return read;
 }
 
-Result<bool> RunFollower::poll(std::vector<log::Step>& out, const Gate& gate) {
+Result<bool> RunFollower::poll(const Sink& sink, const Gate& gate) {
   const auto now = std::chrono::steady_clock::now();
   if (files_.empty() || now - last_listing_ >= kListingInterval) {
     last_listing_ = now;
@@ -244,7 +295,7 @@ Result<bool> RunFollower::poll(std::vector<log::Step>& out, const Gate& gate) {
       file->size_seen = size;
     }
     if (gate && file->header_done && !gate(file->last_rank)) continue;
-    auto r = read_file(*file, out);
+    auto r = read_file(*file, sink, gate);
     if (!r) return r.error();
     read = read || *r;
   }
@@ -256,6 +307,9 @@ Result<bool> RunFollower::poll(std::vector<log::Step>& out, const Gate& gate) {
 std::vector<log::Step> RunFollower::finish() {
   std::vector<log::Step> left;
   for (auto& file : files_) {
+    // Complete lines still buffered are taken first (no gate now).
+    auto taken = consume(*file, [&left](log::Step step) { left.push_back(std::move(step)); }, {});
+    if (!taken) notes_.push_back(taken.error().message);
     if (file->begin == file->end) continue;
     std::string_view text(file->buffer.data() + file->begin, file->end - file->begin);
     const std::uint64_t number = file->line + 1;

@@ -41,11 +41,15 @@ class RunFollower {
   // completed (-1 before its first).
   using Gate = std::function<bool(std::int32_t last_rank)>;
 
+  // Takes each step as it completes: the caller's pairing then closes the
+  // gate before more of the file is read.
+  using Sink = std::function<void(log::Step)>;
+
   // Reads what was appended since the last poll (new files included) and
-  // appends the steps that completed to `out`. Returns whether any file grew
+  // hands the steps that completed to `sink`. Returns whether any file grew
   // (was found longer than at the last poll), read or not. Errors (a malformed
   // complete line, headers that disagree) name the file and line.
-  Result<bool> poll(std::vector<log::Step>& out, const Gate& gate = {});
+  Result<bool> poll(const Sink& sink, const Gate& gate = {});
 
   // Every file is read to its end. A partial last line or a step begun and
   // not ended may remain: a job still writing them, or what a crash left.
@@ -85,7 +89,8 @@ class RunFollower {
     bool end_seen = false;
   };
   Result<void> discover();
-  Result<bool> read_file(File& file, std::vector<log::Step>& out);
+  Result<bool> read_file(File& file, const Sink& sink, const Gate& gate);
+  Result<bool> consume(File& file, const Sink& sink, const Gate& gate);
   Result<void> take_line(File& file, std::string_view text, std::uint64_t number, std::vector<log::Step>& out);
 
   std::string path_;
@@ -97,6 +102,7 @@ class RunFollower {
   std::set<std::string> known_;
   std::vector<log::Header> headers_;
   std::vector<std::string> notes_;
+  std::vector<log::Step> completed_;  // take_line's output, handed to the sink at once
   std::map<std::pair<std::int32_t, std::int64_t>, PendingStep> pending_;
   std::map<std::int32_t, std::int64_t> last_complete_;  // per rank: the late-record check
   std::set<std::int32_t> ranks_seen_;

@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 // produced them: beyond this, that side's files of the rank are left unread
 // until the other catches up. Memory then holds a few steps per rank whichever
 // run is ahead (a finished reference, a live run).
-constexpr std::size_t kAhead = 8;
+constexpr std::size_t kAhead = 2;
 // A divergence found at step s is reported once every rank has been compared
 // up to s (so the first divergence is the run's earliest, as in diff), or
 // after this long when some rank holds no such step.
@@ -426,8 +426,9 @@ struct Watch::Impl {
     return true;
   }
 
-  Result<bool> poll_side(Side& side, Side* other, std::vector<log::Step>& steps) {
-    steps.clear();
+  // Polls one side; each step it completes is taken at once (or, before
+  // both headers are known, kept in the backlog).
+  Result<bool> poll_side(Side& side, Side* other) {
     RunFollower::Gate gate;
     if (other != nullptr) {
       // Until both headers are known nothing is compared: a file's first
@@ -436,7 +437,17 @@ struct Watch::Impl {
         return headers_checked && (last_rank < 0 || side.pending_for(last_rank) < kAhead);
       };
     }
-    auto grew = side.follower->poll(steps, gate);
+    std::vector<log::Step>& backlog = &side == &run ? run_backlog : ref_backlog;
+    auto sink = [this, &side, &backlog](log::Step step) {
+      if (!headers_checked) {
+        backlog.push_back(std::move(step));
+      } else if (&side == &run) {
+        take_run_step(std::move(step));
+      } else {
+        take(ref, run, std::move(step));
+      }
+    };
+    auto grew = side.follower->poll(sink, gate);
     if (!grew) return grew.error();
     if (*grew) side.last_growth = Clock::now();
     waiter.watch(side.follower->directory());
@@ -444,22 +455,19 @@ struct Watch::Impl {
   }
 
   Result<bool> step_once() {
-    std::vector<log::Step> steps;
-    auto run_grew = poll_side(run, has_ref ? &ref : nullptr, steps);
+    auto run_grew = poll_side(run, has_ref ? &ref : nullptr);
     if (!run_grew) return run_grew.error();
     if (auto r = check_headers(); !r) return r.error();
     bool active = *run_grew;
-    for (log::Step& s : steps) run_backlog.push_back(std::move(s));
     if (has_ref) {
-      auto ref_grew = poll_side(ref, &run, steps);
+      auto ref_grew = poll_side(ref, &run);
       if (!ref_grew) return ref_grew.error();
       if (auto r = check_headers(); !r) return r.error();
       active = active || *ref_grew;
-      for (log::Step& s : steps) ref_backlog.push_back(std::move(s));
     }
-    // Steps read before both headers were known (at most a first chunk per
-    // file) wait here until they are.
-    if (headers_checked) {
+    // Steps read before both headers were known (at most a first small chunk
+    // per file) wait here until they are.
+    if (headers_checked && (!run_backlog.empty() || !ref_backlog.empty())) {
       for (log::Step& s : run_backlog) take_run_step(std::move(s));
       for (log::Step& s : ref_backlog) take(ref, run, std::move(s));
       run_backlog.clear();
