@@ -39,10 +39,11 @@ def main():
         for line in lines[1:]:
             steps.setdefault(json.loads(line)["step"], []).append(line)
         files[n] = (lines[0], steps)
-    flip = tuple(map(int, a.flip.split(":"))) if a.flip else None
+    flips = [tuple(map(int, f.split(":"))) for f in a.flip.split(",")] if a.flip else []
     bytewise = tuple(map(int, a.bytewise.split(":")))
     os.makedirs(a.dst, exist_ok=True)
     out = {}
+    flipped = set()
 
     def write(f, text, byte_by_byte=False):
         data = text.encode()
@@ -66,10 +67,10 @@ def main():
             for k, line in enumerate(lines):
                 rec = json.loads(line)
                 rank = rec.get("rank")
-                if flip and (step, rank) == flip and rec.get("io") == "state" and "hash" in rec and not flip_done():
+                if (step, rank) in flips and rec.get("io") == "state" and "hash" in rec and (step, rank) not in flipped:
                     h = rec["hash"]
                     line = line.replace(h, h[:-1] + ("0" if h[-1] != "0" else "1"))
-                    mark_flip()
+                    flipped.add((step, rank))
                 last_file = idx == len(names) - 1 and step == all_steps[-1] and k == len(lines) - 1
                 if last_file and a.cut:
                     write(out[n], line[:-a.cut])
@@ -77,22 +78,11 @@ def main():
                 write(out[n], line, byte_by_byte=(step, rank) == bytewise and k == 0)
             if a.garbage is not None and step == a.garbage and idx == 0:
                 write(out[n], '{"step": oops\n')
-        if flip and step == flip[0]:
+        if flips and step == flips[0][0]:
             time.sleep(a.pause)
     for f in out.values():
         f.close()
     open(os.path.join(os.path.dirname(os.path.abspath(a.dst)), "writer.done"), "w").write(str(time.time()))
-
-
-_flipped = [False]
-
-
-def flip_done():
-    return _flipped[0]
-
-
-def mark_flip():
-    _flipped[0] = True
 
 
 if __name__ == "__main__":

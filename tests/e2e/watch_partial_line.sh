@@ -56,6 +56,20 @@ run_dtrace 1 watch run --against "$REF" --idle 1
 out_has "diverged at step 1, rank 1"
 out_has "watch: diverged"
 
+# --keep-going: the first divergence, then each further rank as it diverges
+# (rank 0 at step 2 is read after step 1 is reported: each side is read at
+# most 2 steps ahead of the other),
+# then the final report; exit 1.
+rm -rf run writer.done
+python3 "$WRITER" "$SRC" run --flip 1:1,2:0 --delay 0
+run_dtrace 1 watch run --against "$REF" --idle 1 --keep-going --json
+events_valid "$OUT"
+jq -s -e '[.[] | select(.event != "progress") | .event] == ["diverged", "rank_diverged", "ended"]
+          and (.[] | select(.event == "diverged") | .diff.first.rank == 1 and .diff.first.step == 1)
+          and (.[] | select(.event == "rank_diverged") | .mismatch.rank == 0 and .mismatch.step == 2)
+          and (.[] | select(.event == "ended") | .diff.verdict == "diverged" and (.diff.ranks | length) == 2)' "$OUT" >/dev/null ||
+  fail "keep-going: $(cat "$OUT")"
+
 # A malformed complete line is trouble with its file and line.
 rm -rf run writer.done
 python3 "$WRITER" "$SRC" run --garbage 0 --delay 0
