@@ -172,6 +172,13 @@ struct RunOptions {
   std::vector<std::string> replay_argv;
   // Header "replay.cwd": where replay_argv runs; empty: the current directory at open().
   std::string replay_cwd;
+  // Header "replicas" (dtrace-fp(5)): the data-parallel replica groups, ranks
+  // that hold the same parameters, optimizer state and reduced gradients, so
+  // `dtrace replicas` and `dtrace watch --replicas` need no --groups; and the
+  // step-scope state ops that are each rank's own (RNG streams, data
+  // positions). Not written when replica_groups is empty.
+  std::vector<std::vector<int>> replica_groups;
+  std::vector<std::string> per_rank_state = {"rng", "data"};
 };
 
 // One record of the capture that DTRACE_INPUTS names (this rank's, of the

@@ -63,6 +63,8 @@ int run(int argc, char** argv) {
   add_diff(app, exit_status);
   add_bisect(app, exit_status);
   add_hash(app, exit_status);
+  add_replicas(app, exit_status);
+  add_watch(app, exit_status);
   add_show(app, exit_status);
   add_check(app, exit_status);
   add_env(app, exit_status);

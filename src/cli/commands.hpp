@@ -25,8 +25,10 @@ void add_diff(CLI::App& app, int& exit_status);
 void add_env(CLI::App& app, int& exit_status);
 void add_exec(CLI::App& app, int& exit_status);
 void add_hash(CLI::App& app, int& exit_status);
+void add_replicas(CLI::App& app, int& exit_status);
 void add_show(CLI::App& app, int& exit_status);
 void add_tax(CLI::App& app, int& exit_status);
+void add_watch(CLI::App& app, int& exit_status);
 void add_verify(CLI::App& app, int& exit_status);
 
 }  // namespace dtrace::cli

@@ -113,6 +113,9 @@ std::string header_line(const RunOptions& options, Level level) {
     header["replay"] = {{"argv", options.replay_argv}, {"protocol", kReplayProtocol}};
     if (!ec) header["replay"]["cwd"] = cwd.string();
   }
+  if (!options.replica_groups.empty()) {
+    header["replicas"] = {{"groups", options.replica_groups}, {"per_rank", options.per_rank_state}};
+  }
   std::string line = header.dump();
   line.pop_back();  // the closing brace: config goes in verbatim, not re-serialised
   line += ",\"config\":";

@@ -24,6 +24,9 @@ inline constexpr Schema check_schema{"dtrace-check", "1.0"};
 inline constexpr Schema env_schema{"dtrace-env", "1.0"};
 inline constexpr Schema verify_schema{"dtrace-verify", "1.0"};
 inline constexpr Schema tax_schema{"dtrace-tax", "1.0"};
+inline constexpr Schema replicas_schema{"dtrace-replicas", "1.0"};
+// `dtrace watch --json` prints one document per line, each an event stamped so.
+inline constexpr Schema watch_schema{"dtrace-watch", "1.0"};
 
 // Adds "schema" and "schema_version" to a document (an object).
 inline void stamp(nlohmann::json& document, const Schema& schema) {

@@ -45,7 +45,7 @@ json_is exports null
 import json, sys, pathlib, jsonschema
 files = sorted(pathlib.Path(sys.argv[1]).glob("*.schema.json"))
 names = {f.name for f in files}
-want = {f"dtrace-{c}-1.schema.json" for c in ["diff", "bisect", "show", "check", "env", "verify", "tax"]}
+want = {f"dtrace-{c}-1.schema.json" for c in ["diff", "bisect", "show", "check", "env", "verify", "tax", "replicas", "watch"]}
 if names != want:
     sys.exit(f"schemas shipped: {sorted(names)}, expected {sorted(want)}")
 for f in files:

@@ -45,6 +45,11 @@ void validate(const Config& c, bool replaying) {
   }
   if (c.resume && c.checkpoint_dir.empty()) throw Error("--resume needs --checkpoint-dir");
   if (c.resume_step && !c.resume) throw Error("--resume-step needs --resume");
+  if (c.flip_bit && (c.flip_bit->rank < 0 || c.flip_bit->rank >= c.ranks || c.flip_bit->step < 0)) {
+    throw Error("--flip-bit " + std::to_string(c.flip_bit->rank) + ":" + std::to_string(c.flip_bit->step) +
+                ": the rank must be below --ranks and the step not negative");
+  }
+  if (c.step_delay_ms < 0) throw Error("--step-delay-ms must not be negative");
   if (c.planted == Planted::allreduce_arrival && c.ranks < 3) {
     throw Error("--nondet allreduce-arrival needs --ranks 3 or more (two-term sums commute)");
   }
@@ -96,6 +101,7 @@ std::string config_json(const Config& c) {
   if (c.fast_kernels) j["fast_kernels"] = true;
   if (c.backend != "cpu") j["backend"] = c.backend;
   if (c.stop_at) j["stop_at"] = *c.stop_at;
+  if (c.flip_bit) j["flip_bit"] = std::to_string(c.flip_bit->rank) + ":" + std::to_string(c.flip_bit->step);
   j["corpus"] = fs::path(c.corpus).filename().string();
   return j.dump();
 }
@@ -152,6 +158,9 @@ std::vector<std::string> replay_argv(const Config& c, const std::string& executa
   argv.push_back(c.deterministic_mode ? "--deterministic-mode" : "--no-deterministic-mode");
   if (c.fast_kernels) argv.push_back("--fast-kernels");
   if (c.backend != "cpu") argv.insert(argv.end(), {"--backend", c.backend});
+  if (c.flip_bit) {
+    argv.insert(argv.end(), {"--flip-bit", num(c.flip_bit->rank) + ":" + num(c.flip_bit->step)});
+  }
   return argv;
 }
 

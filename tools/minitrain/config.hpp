@@ -45,6 +45,18 @@ struct Config {
   std::string bootstrap_dir;
   // DTRACE_STOP_AT=K: run the steps before K, checkpoint the start of step K, stop.
   std::optional<std::int64_t> stop_at;
+  // --flip-bit RANK:STEP: a silent data corruption planted on purpose. At the
+  // start of STEP, before its state is recorded, rank RANK's first parameter
+  // element has one bit flipped (bit 20, in the mantissa), so that rank's
+  // parameters depart from its replicas' from STEP on (dtrace replicas).
+  struct FlipBit {
+    int rank = 0;
+    std::int64_t step = 0;
+  };
+  std::optional<FlipBit> flip_bit;
+  // --step-delay-ms: sleep this long after each step (a slower job, for
+  // watching a run while it is written); 0: none.
+  std::int64_t step_delay_ms = 0;
 };
 
 // dtrace's workflow variables (man/dtrace.1: verify, tax) turned into the

@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   std::string print_planted;
   std::int64_t resume_step = -1;
   std::uint64_t chaos_seed = 0;
+  std::string flip_bit;
 
   CLI::App app{"minitrain: a small GPT trained on the CPU, traced with dtrace"};
   app.add_option("--steps", config.steps,
@@ -134,6 +135,11 @@ int main(int argc, char** argv) {
                      "pin the source planted nondeterminism draws from (default: fresh each run)");
   app.add_option("--print-planted", print_planted,
                  "print the op and scope (or state) a --nondet switch plants, as JSON, and exit");
+  app.add_option("--flip-bit", flip_bit,
+                 "RANK:STEP: flip one bit of RANK's first parameter at the start of STEP\n"
+                 "(a planted silent data corruption, for dtrace replicas)");
+  app.add_option("--step-delay-ms", config.step_delay_ms, "sleep this long after each step")
+      ->capture_default_str();
   app.add_option("--corpus", config.corpus, "training text")->capture_default_str();
   app.add_option("--d-model", config.shape.d_model, "model width")->capture_default_str();
   app.add_option("--layers", config.shape.n_layer, "transformer blocks")->capture_default_str();
@@ -162,6 +168,19 @@ int main(int argc, char** argv) {
     config.planted = *minitrain::parse_planted(nondet);
     if (*resume_step_opt) config.resume_step = resume_step;
     if (*chaos_opt) config.chaos_seed = chaos_seed;
+    if (!flip_bit.empty()) {
+      const auto colon = flip_bit.find(':');
+      try {
+        std::size_t used_rank = 0, used_step = 0;
+        if (colon == std::string::npos) throw std::invalid_argument("no colon");
+        const int rank = std::stoi(flip_bit.substr(0, colon), &used_rank);
+        const std::int64_t step = std::stoll(flip_bit.substr(colon + 1), &used_step);
+        if (used_rank != colon || used_step != flip_bit.size() - colon - 1) throw std::invalid_argument("junk");
+        config.flip_bit = minitrain::Config::FlipBit{rank, step};
+      } catch (const std::logic_error&) {
+        throw minitrain::Error("--flip-bit " + flip_bit + ": expected RANK:STEP, e.g. 1:5");
+      }
+    }
     if (!print_planted.empty()) {
       const auto planted = minitrain::parse_planted(print_planted);
       if (!planted || *planted == minitrain::Planted::none) {

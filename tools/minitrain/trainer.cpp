@@ -1,6 +1,7 @@
 #include "trainer.hpp"
 
 #include <bit>
+#include <cstring>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -114,6 +115,13 @@ class Session {
     options_.env = env;
     options_.config_json = config_json(config_);
     options_.replay_argv = replay_argv(config_, executable);
+    // Every rank is a data-parallel replica of the others (one group); the RNG
+    // (dropout) and data position are each rank's own.
+    if (config_.ranks > 1) {
+      options_.replica_groups.emplace_back();
+      for (int r = 0; r < config_.ranks; ++r) options_.replica_groups.back().push_back(r);
+      options_.per_rank_state = {"rng", "data"};
+    }
     rngs_.resize(static_cast<std::size_t>(config_.ranks));
     losses_.assign(static_cast<std::size_t>(config_.ranks), {});
   }
@@ -371,9 +379,23 @@ class Session {
                                         {"data", RecordIo::state, &position}});
   }
 
+  // --flip-bit: what a silent data corruption does to one replica. The
+  // digests computed ahead (state_digests) no longer describe the parameters.
+  void flip_bit(Rank& r) {
+    backend_->sync();
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, r.params.data(), sizeof bits);
+    bits ^= std::uint32_t{1} << 20;
+    std::memcpy(r.params.data(), &bits, sizeof bits);
+    r.state_digests.step = -1;
+  }
+
   void run_step(Rank& r, std::int64_t step) {
     const auto started = Clock::now();
     r.planted.begin_step(step);
+    if (config_.flip_bit && config_.flip_bit->rank == r.rank && config_.flip_bit->step == step) {
+      flip_bit(r);
+    }
     fill_batch(corpus_, config_.shape, r.rank, r.data_position, r.model.inputs(),
                r.model.targets());
     dtrace::Recorder* rec = isolation_.active() ? nullptr : r.trace.recorder();
@@ -444,6 +466,7 @@ class Session {
       r.total_step_seconds += seconds_since(started);
       ++r.timed_steps;
     }
+    if (config_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(config_.step_delay_ms));
   }
 
   void optimizer_step(Rank& r, std::int64_t step, const std::vector<std::int64_t>& flat) {
