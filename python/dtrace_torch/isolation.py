@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, calls
+from . import _lib, calls, kernels
+from .dispatch import named_inputs
 from .errors import CaptureError
 from .fingerprints import _DTYPES
 from .records import flatten
@@ -245,6 +246,10 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
                            "per op: it cannot be re-run alone (isolate its module instead)")
     entries = _entries(rec, scope, op, captured_step)
     loader = Loader(rec, scope, op)
+    # Under a capture (bisect's confirm replay) what the op runs beneath it is
+    # listed from torch.profiler: the device kernels on CUDA (kernels.py).
+    listing_dir = kernels.wanted(rec.native)
+    listing = None
     for k in range(repeat):
         rec.native.begin_repetition(k)
         rec.current_step = k
@@ -256,14 +261,20 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
             load = lambda n, spec: loader.tensor(n, occ, spec.get("device"))
             args = calls.decode(e["args"], load)
             kwargs = calls.decode({"dict": e["kwargs"]}, load)
+            if listing_dir and listing is None:
+                listing = kernels.KernelList(op, kernels.device_of(t for _, t in named_inputs(func, args, kwargs)))
+                # One more call, unrecorded, from fresh copies of its arguments:
+                # the recorder's own work stays out of the profile.
+                with listing.profile():
+                    func(*calls.decode(e["args"], load), **calls.decode({"dict": e["kwargs"]}, load))
             if rec._mode is not None:
                 with rec._mode:
                     func(*args, **kwargs)
             else:  # recorded at a level below kernel: still record the op
-                from .dispatch import named_inputs
-                from .records import flatten
                 rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_IN, named_inputs(func, args, kwargs))
                 out = func(*args, **kwargs)
                 rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_OUT,
                                   flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+    if listing is not None:
+        listing.write(listing_dir, rec.rank, scope)
     rec.native.end_step()

@@ -70,6 +70,12 @@ struct Evidence {
   std::optional<std::uint64_t> max_ulp;
   std::uint64_t nan_a = 0, nan_b = 0, inf_a = 0, inf_b = 0;
   std::string reading;      // what the numbers mean, in words
+  // What the op ran beneath it in the confirm replay, as the workload listed
+  // it (kernels.rank<r>.json in its capture, dtrace-fp(5)): device kernels on
+  // a GPU, or CPU ops. Empty when the workload listed nothing.
+  std::vector<std::string> kernels;
+  std::string kernels_device;  // "cuda", "cpu", ... as the workload said
+  std::string kernels_source;  // "torch.profiler", ...
 };
 
 // Where the runs' own records first differ, read from the logs (no replay),

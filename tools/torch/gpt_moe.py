@@ -13,7 +13,9 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
   dropout-rng   on resume, the dropout RNG is re-seeded instead of restored;
   data-order    on resume, the data sampler reshuffles instead of restoring its order;
   index-add     (CUDA) the combine is index_add_ with deterministic algorithms off:
-                real atomics.
+                real atomics;
+  scatter-add   (CUDA) the combine is scatter_add_ with deterministic algorithms
+                off: real atomics on another op.
 
 Run `gpt_moe.py --help`. docs/torch.md explains the recording."""
 from __future__ import annotations
@@ -30,7 +32,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "testdata", "corpus.txt")
-SWITCHES = ("combine", "dispatch-bwd", "dropout-rng", "data-order", "index-add")
+SWITCHES = ("combine", "dispatch-bwd", "dropout-rng", "data-order", "index-add", "scatter-add")
 
 # ---- the planted custom op ---------------------------------------------------
 # dtrace_example::combine(src, index, rows, unordered): out[index[i]] += src[i].
@@ -117,7 +119,7 @@ class MoE(nn.Module):
     """Top-k routing over `experts` experts plus one shared expert; every token's
     k+1 contributions are added back by the combine op."""
 
-    def __init__(self, d: int, experts: int, top_k: int, unordered: bool, atomics: bool,
+    def __init__(self, d: int, experts: int, top_k: int, unordered: bool, atomics,
                  dispatch_unordered: bool = False):
         super().__init__()
         self.dispatch_unordered = dispatch_unordered
@@ -140,7 +142,9 @@ class MoE(nn.Module):
                 contributions.append(expert(tokens[token]) * weight[token, slot].unsqueeze(1))
                 rows.append(token)
         src, index = torch.cat(contributions), torch.cat(rows)
-        if self.atomics:  # CUDA, deterministic algorithms off: index_add_ uses atomics
+        if self.atomics == "scatter-add":  # CUDA, deterministic algorithms off: atomics
+            out = torch.zeros_like(tokens).scatter_add_(0, index.unsqueeze(1).expand_as(src), src)
+        elif self.atomics:  # CUDA, deterministic algorithms off: index_add_ uses atomics
             out = torch.zeros_like(tokens).index_add_(0, index, src)
         else:
             out = Combine.apply(src, index, n, self.unordered)
@@ -275,12 +279,12 @@ def main(argv=None) -> int:
     random.seed(args.seed)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed(args.seed)
-    if "index-add" in args.nondet:
+    if "index-add" in args.nondet or "scatter-add" in args.nondet:
         torch.use_deterministic_algorithms(False)
     with open(CORPUS, "rb") as f:
         data = torch.tensor(list(f.read()), dtype=torch.int64)
     model = GPT(d=args.width, layers=args.layers, unordered="combine" in args.nondet,
-                atomics="index-add" in args.nondet,
+                atomics=("scatter-add" if "scatter-add" in args.nondet else "index-add" in args.nondet),
                 dispatch_unordered="dispatch-bwd" in args.nondet).to(args.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     batches = Batches(data, args.batch, 32, args.seed + rank, args.device, "data-order" in args.nondet)
