@@ -145,7 +145,10 @@ class Recorder:
         self.restored_at: Optional[int] = None
         self._unrecorded = False
         self.current_step: Optional[int] = None
+        # The recorder's own time inside steps (state, gradients, metrics), wall
+        # and CPU: what tools/bench/torch_recording.py reports at step level.
         self.record_seconds = 0.0
+        self.record_cpu_seconds = 0.0
         self._param_names = {id(p): n for n, p in model.named_parameters()}
         capture = self.native.capture_dir()
         self._calls = CallLog(capture, self.rank) if capture else None
@@ -261,11 +264,12 @@ class Recorder:
     # ---- what the loop does not see -------------------------------------------
     @contextlib.contextmanager
     def _timed(self):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             self.record_seconds += time.perf_counter() - t
+            self.record_cpu_seconds += time.process_time() - c
 
     def _exit(self) -> None:
         self.close()
