@@ -101,7 +101,8 @@ def main() -> int:
               f"{wwith * 1e3:8.2f}, overhead {100 * (wwith - wbase) / wbase:6.2f}% ; recorder's own time "
               f"cpu {record_cpu / n * 1e3:6.2f} ms/step ({100 * record_cpu / n / base:5.2f}% of the plain cpu "
               f"step), wall {record_seconds / n * 1e3:6.2f} ms/step ({100 * record_seconds / n / wbase:5.2f}%) ; "
-              f"{tensors / n:7.0f} tensors/step, {per_tensor * 1e6:6.1f} us per recorded tensor")
+              f"{tensors / n:7.0f} tensors/step, {per_tensor * 1e6:6.1f} us per recorded tensor "
+              f"(own cpu time: {record_cpu / tensors * 1e6 if tensors else float('nan'):5.1f} us)")
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
