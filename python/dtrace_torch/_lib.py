@@ -186,6 +186,8 @@ class Native:
     def __init__(self, *, run_dir: Optional[str], run_name: str, rank: int, world_size: int, level: int,
                  env_json: str, config_json: str, replay_argv: Sequence[str], replay_cwd: Optional[str]):
         self._lib = lib()
+        self._dims: dict = {}  # shape -> its int64[] (tensor())
+        self._text: dict = {}  # op, name, dtype -> bytes (tensor())
         options = RunOptions()
         self._lib.dtrace_run_options_init(_c.byref(options))
         # The bytes objects must outlive the call: keep them on the instance.
@@ -265,15 +267,28 @@ class Native:
     # Records.
     def tensor(self, level: int, op: str, io: int, name: str, dtype: str, shape: Tuple[int, ...],
                address: int, nbytes: int, digest: Optional[int] = None) -> None:
-        dims = (_c.c_int64 * max(1, len(shape)))(*shape)
+        # The per-call Python work is most of a small tensor's cost (tools/bench,
+        # torch_recording.py): names and shapes repeat every step, so their C
+        # forms are made once.
+        dims = self._dims.get(shape)
+        if dims is None:
+            if len(self._dims) > 4096:  # shapes that vary (kernel level): keep it bounded
+                self._dims.clear()
+                self._text.clear()
+            dims = self._dims[shape] = (_c.c_int64 * max(1, len(shape)))(*shape)
+        text = self._text
+        op_b = text.get(op) or text.setdefault(op, op.encode())
+        name_b = text.get(name) or text.setdefault(name, name.encode())
+        dtype_b = text.get(dtype) or text.setdefault(dtype, dtype.encode())
         if digest is None:
-            code = self._lib.dtrace_recorder_tensor(self._h, level, op.encode(), io, name.encode(), dtype.encode(),
-                                                    dims, len(shape), _p(address or None), nbytes)
+            code = self._lib.dtrace_recorder_tensor(self._h, level, op_b, io, name_b, dtype_b,
+                                                    dims, len(shape), address or None, nbytes)
         else:
-            code = self._lib.dtrace_recorder_tensor_digest(self._h, level, op.encode(), io, name.encode(),
-                                                           dtype.encode(), dims, len(shape), digest,
-                                                           _p(address or None), nbytes)
-        self._check(code)
+            code = self._lib.dtrace_recorder_tensor_digest(self._h, level, op_b, io, name_b,
+                                                           dtype_b, dims, len(shape), digest,
+                                                           address or None, nbytes)
+        if code:
+            self._check(code)
 
     def scalar(self, level: int, op: str, io: int, name: str, dtype: str, bits: int, value: float) -> None:
         self._check(self._lib.dtrace_recorder_scalar(self._h, level, op.encode(), io, name.encode(),

@@ -24,9 +24,14 @@ def dtype_name(dtype: torch.dtype) -> str:
     return _DTYPES.get(dtype) or str(dtype).replace("torch.", "")
 
 
+_is_neg = getattr(torch.Tensor, "is_neg", lambda t: False)  # torch 1.10 and later
+
+
 def logical(t: torch.Tensor) -> torch.Tensor:
     """The tensor's bytes in logical order: detached, conjugation and negation bits
     resolved (where this torch has them), contiguous."""
+    if t.layout == torch.strided and not t.is_complex() and t.is_contiguous() and not _is_neg(t):
+        return t  # the common case, in three calls: already its logical bytes
     t = t.detach()
     if hasattr(t, "resolve_conj"):
         t = t.resolve_conj()
@@ -63,4 +68,4 @@ def device_digests(tensors: Sequence[torch.Tensor], lib) -> List[Optional[int]]:
 
 
 def shape_of(t: torch.Tensor) -> Tuple[int, ...]:
-    return tuple(int(s) for s in t.shape)
+    return tuple(t.shape)  # torch.Size: a tuple of ints

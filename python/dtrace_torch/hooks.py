@@ -30,6 +30,20 @@ def rng_inputs(module: torch.nn.Module) -> List:
     return states
 
 
+def _keep(value: Any) -> Any:
+    """A forward argument as it was when the forward ran (a backward comes later,
+    after in-place updates may have changed it), keeping requires_grad."""
+    if isinstance(value, torch.Tensor):
+        kept = value.detach().clone()
+        return kept.requires_grad_(True) if value.requires_grad else kept
+    if isinstance(value, (list, tuple)):
+        kept = [_keep(v) for v in value]
+        return kept if isinstance(value, list) else tuple(kept)
+    if isinstance(value, dict):
+        return {k: _keep(v) for k, v in value.items()}
+    return value
+
+
 class ModuleHooks:
     """Installs and removes the hooks on every named submodule of a model."""
 
@@ -43,6 +57,11 @@ class ModuleHooks:
         # Their kernels are then recorded in the isolated module's scope.
         self.only: Optional[str] = None
         self.handles = []
+        # Backward scopes entered and not yet left, innermost last.
+        self.bwd_stack: List[str] = []
+        prefix = recorder.native.scope_prefix() if recorder.native.capture_dir() else ""
+        self.capture_bwd = prefix if prefix.startswith("bwd/") else None
+        self.saved: Dict[str, List] = {}  # forward calls of the captured bwd scope
         for name, module in model.named_modules():
             if name:
                 self._install(name, module)
@@ -63,6 +82,8 @@ class ModuleHooks:
                 items = flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs(mod)
                 self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, items)
                 self.rec.log_call(fwd, op, occurrence, args, kwargs)
+            if bwd == self.capture_bwd and self.rec.sink.active and torch.is_grad_enabled():
+                self.saved.setdefault(bwd, []).append((_keep(list(args)), _keep(kwargs), rng_inputs(mod)))
             return None
 
         def post(mod, args, *rest):
@@ -73,21 +94,48 @@ class ModuleHooks:
                 _, previous = self.stack.pop()
             else:
                 previous = None
-            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, flatten("output", output))
+            outputs = flatten("output", output)
+            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, outputs)
             self.rec.sink.set_scope(previous if previous is not None else "step")
+            if self.rec.backward_hooks and not HAS_BWD_PRE and torch.is_grad_enabled():
+                # torch 1.13's stand-in for a backward pre-hook: the first output
+                # gradient computed opens the module's backward scope.
+                entered = [False]
+
+                def enter(grad):
+                    if not entered[0]:
+                        entered[0] = True
+                        self._enter_bwd(bwd)
+                    return None
+
+                for _, t in outputs:
+                    if t.requires_grad:
+                        t.register_hook(enter)
             return None
 
         def bwd_pre(mod, grad_output):
-            self.rec.sink.set_scope(bwd)
+            if self.only is not None:
+                return None
+            self._enter_bwd(bwd)
             self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, flatten("grad_output", grad_output))
             return None
 
         def bwd_post(mod, grad_input, grad_output):
+            if self.only is not None:  # an isolated backward records itself (isolation.py)
+                return None
             self.rec.sink.set_scope(bwd)
             if not HAS_BWD_PRE:
                 self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, flatten("grad_output", grad_output))
+            occurrence = self.calls.get(bwd, 0)
+            self.calls[bwd] = occurrence + 1
+            if self.saved.get(bwd):
+                # Backward runs the calls in reverse order of their forwards.
+                args, kwargs, rng = self.saved[bwd].pop()
+                items = flatten("input", args) + flatten("input", kwargs) + rng
+                self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, items)
+                self.rec.log_call(bwd, op, occurrence, args, kwargs)
             self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, flatten("grad_input", grad_input))
-            self.rec.sink.set_scope("bwd")
+            self._leave_bwd(bwd)
             return None
 
         if FWD_HOOK_KWARGS:
@@ -101,9 +149,26 @@ class ModuleHooks:
                 self.handles.append(module.register_full_backward_pre_hook(bwd_pre))
             self.handles.append(module.register_full_backward_hook(bwd_post))
 
+    def _enter_bwd(self, bwd: str) -> None:
+        if self.only is not None:
+            return
+        self.bwd_stack.append(bwd)
+        self.rec.sink.set_scope(bwd)
+
+    def _leave_bwd(self, bwd: str) -> None:
+        """Back to the enclosing module's backward scope ("bwd" outside any).
+        Entries above this one are children whose full backward hook did not
+        fire (no input needed a gradient): they end with their parent."""
+        if bwd in self.bwd_stack:
+            while self.bwd_stack.pop() != bwd:
+                pass
+        self.rec.sink.set_scope(self.bwd_stack[-1] if self.bwd_stack else "bwd")
+
     def new_step(self) -> None:
         self.stack.clear()
         self.calls.clear()
+        self.bwd_stack.clear()
+        self.saved.clear()
 
     def remove(self) -> None:
         for h in self.handles:

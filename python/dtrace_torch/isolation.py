@@ -15,9 +15,11 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, calls
+from . import _lib, calls, kernels
+from .dispatch import named_inputs
 from .errors import CaptureError
 from .fingerprints import _DTYPES
+from .records import flatten
 
 _TORCH_DTYPES = {v: k for k, v in _DTYPES.items()}
 
@@ -110,9 +112,11 @@ def _isolate(rec, step: Optional[int]) -> None:
         _isolate_op(rec, scope, op, captured_step, repeat)
     elif scope.startswith("fwd/"):
         _isolate_module(rec, scope, captured_step, repeat, step)
+    elif scope.startswith("bwd/"):
+        _isolate_backward(rec, scope, captured_step, repeat, step)
     else:
-        raise CaptureError(f"DTRACE_ISOLATE={scope}: only module scopes fwd/<module> and single ops "
-                           "(scope::op) can be re-run alone by dtrace_torch")
+        raise CaptureError(f"DTRACE_ISOLATE={scope}: only module scopes fwd/<module>, bwd/<module> and "
+                           "single ops (scope::op) can be re-run alone by dtrace_torch")
 
 
 def _isolate_module(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
@@ -152,6 +156,84 @@ def _isolate_module(rec, scope: str, captured_step: int, repeat: int, step: Opti
     rec.native.end_step()
 
 
+def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
+    """A module's backward alone: its forward from the captured forward arguments
+    and RNG states (recorded in bwd/<name> by the capture, hooks.py), unrecorded,
+    then its backward from the captured output gradients, K times. Recorded in
+    bwd/<name>: in = the arguments and output gradients, out = the input
+    gradients (grad_input.<i>, as the full backward hook names them) and the
+    module's parameter gradients (param_grad.<name>); the backward's kernels at
+    kernel level."""
+    if step is None:
+        raise CaptureError(f"DTRACE_ISOLATE={scope}: a module is re-run with the parameters of its step: "
+                           "set DTRACE_REPLAY_STEP too")
+    name = scope[len("bwd/"):]
+    module = _module(rec.model, name)
+    op = type(module).__name__
+    entries = _entries(rec, scope, op, captured_step)
+    loader = Loader(rec, scope, op)
+    native = rec.native
+    if rec._hooks:
+        rec._hooks.only = scope  # no other scope is entered; this one is recorded here
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    for k in range(repeat):
+        native.begin_repetition(k)
+        rec.current_step = k
+        if rec._hooks:
+            rec._hooks.new_step()
+        if rec._mode:
+            rec._mode.new_step()
+        for e in entries:
+            occ = e["occurrence"]
+            load = lambda n, spec: loader.tensor(n, occ, spec.get("device"), spec.get("requires_grad", False))
+            args = calls.decode(e["args"], load)
+            kwargs = calls.decode({"dict": e["kwargs"]}, load)
+            rng = []
+            for rng_name, setter in (("rng.cpu", torch.set_rng_state), ("rng.cuda", _set_cuda_rng)):
+                if native.captured_find(scope, op, _lib.IO_IN, rng_name, occ) is not None:
+                    rng.append((rng_name, loader.tensor(rng_name, occ)))
+                    setter(rng[-1][1])
+            for _, p in params:
+                p.grad = None
+            rec.sink.set_scope("step")
+            rec.sink.active = False  # the forward is not the scope's: nothing of it is recorded
+            try:
+                with torch.enable_grad():
+                    output = module(*args, **kwargs)
+            except (RuntimeError, TypeError, ValueError) as err:
+                raise CaptureError(f"the captured inputs of {scope} do not fit module {name} ({op}): {err}") from err
+            finally:
+                rec.sink.active = True
+            outputs = [t for _, t in flatten("output", output)]
+            grads = []
+            for i, t in enumerate(outputs):
+                if native.captured_find(scope, op, _lib.IO_IN, f"grad_output.{i}", occ) is None:
+                    continue
+                if not t.requires_grad:
+                    raise CaptureError(f"{scope}: output {i} of module {name} re-run from its captured inputs "
+                                       "needs no gradient, yet one was captured for it")
+                g = loader.tensor(f"grad_output.{i}", occ, str(t.device))
+                if tuple(g.shape) != tuple(t.shape):
+                    raise CaptureError(f"{scope}: captured grad_output.{i} has shape {list(g.shape)}, "
+                                       f"output {i} of module {name} has {list(t.shape)}")
+                grads.append((f"grad_output.{i}", t, g))
+            if not grads:
+                raise CaptureError(f"{native.inputs_dir()}: no captured output gradient (grad_output.<i>) of "
+                                   f"{scope} {op} (occurrence {occ}) for rank {rec.rank}")
+            tensor_args = [t for _, t in flatten("input", list(args))]
+            inputs = flatten("input", list(args)) + flatten("input", kwargs)
+            rec.sink.set_scope(scope)
+            rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, inputs + rng + [(n, g) for n, _, g in grads])
+            mode = rec._mode if rec._mode is not None else contextlib.nullcontext()
+            with mode:
+                torch.autograd.backward([t for _, t, _ in grads], [g for _, _, g in grads])
+            results = [(f"grad_input.{j}", t.grad) for j, t in enumerate(tensor_args) if t.grad is not None]
+            results += [(f"param_grad.{n}", p.grad) for n, p in params if p.grad is not None]
+            rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, results)
+            rec.sink.set_scope("step")
+    native.end_step()
+
+
 def _set_cuda_rng(state: torch.Tensor) -> None:
     if torch.cuda.is_available():
         torch.cuda.set_rng_state(state)
@@ -164,6 +246,10 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
                            "per op: it cannot be re-run alone (isolate its module instead)")
     entries = _entries(rec, scope, op, captured_step)
     loader = Loader(rec, scope, op)
+    # Under a capture (bisect's confirm replay) what the op runs beneath it is
+    # listed from torch.profiler: the device kernels on CUDA (kernels.py).
+    listing_dir = kernels.wanted(rec.native)
+    listing = None
     for k in range(repeat):
         rec.native.begin_repetition(k)
         rec.current_step = k
@@ -175,14 +261,20 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
             load = lambda n, spec: loader.tensor(n, occ, spec.get("device"))
             args = calls.decode(e["args"], load)
             kwargs = calls.decode({"dict": e["kwargs"]}, load)
+            if listing_dir and listing is None:
+                listing = kernels.KernelList(op, kernels.device_of(t for _, t in named_inputs(func, args, kwargs)))
+                # One more call, unrecorded, from fresh copies of its arguments:
+                # the recorder's own work stays out of the profile.
+                with listing.profile():
+                    func(*calls.decode(e["args"], load), **calls.decode({"dict": e["kwargs"]}, load))
             if rec._mode is not None:
                 with rec._mode:
                     func(*args, **kwargs)
             else:  # recorded at a level below kernel: still record the op
-                from .dispatch import named_inputs
-                from .records import flatten
                 rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_IN, named_inputs(func, args, kwargs))
                 out = func(*args, **kwargs)
                 rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_OUT,
                                   flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+    if listing is not None:
+        listing.write(listing_dir, rec.rank, scope)
     rec.native.end_step()

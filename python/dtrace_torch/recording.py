@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -65,11 +66,19 @@ def _replay_argv(checkpoint_dir: Optional[str], deterministic: Optional[str]) ->
         pinned.append(f"{CHECKPOINT_DIR_VARIABLE}={os.path.abspath(checkpoint_dir)}")
     if deterministic:
         pinned.append(f"{DETERMINISTIC_VARIABLE}={deterministic}")
-    # A launcher that started this rank (torchrun's stand-in) is the replay command:
-    # a replay restarts every rank through it (dtrace-fp(5), several processes).
-    launcher = os.environ.get(LAUNCHER_VARIABLE)
+    # The launcher that started this rank (torchrun, or a script) is the replay
+    # command: a replay restarts every rank through it (dtrace-fp(5), several
+    # processes). A command line, split as a shell would; its first word a path
+    # or a program on PATH. The rank's own command follows it as
+    # `python script args` (torchrun needs --no_python for that).
+    launcher = shlex.split(os.environ.get(LAUNCHER_VARIABLE) or "")
     if launcher:
-        argv = [os.path.abspath(launcher)] + argv
+        first = launcher[0]
+        if os.sep in first or os.path.isfile(first):
+            first = os.path.abspath(first)
+        else:
+            first = shutil.which(first) or first
+        argv = [first] + launcher[1:] + argv
     return [shutil.which("env") or "/usr/bin/env"] + pinned + argv if pinned else argv
 
 
@@ -136,7 +145,10 @@ class Recorder:
         self.restored_at: Optional[int] = None
         self._unrecorded = False
         self.current_step: Optional[int] = None
+        # The recorder's own time inside steps (state, gradients, metrics), wall
+        # and CPU: what tools/bench/torch_recording.py reports at step level.
         self.record_seconds = 0.0
+        self.record_cpu_seconds = 0.0
         self._param_names = {id(p): n for n, p in model.named_parameters()}
         capture = self.native.capture_dir()
         self._calls = CallLog(capture, self.rank) if capture else None
@@ -252,11 +264,12 @@ class Recorder:
     # ---- what the loop does not see -------------------------------------------
     @contextlib.contextmanager
     def _timed(self):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             self.record_seconds += time.perf_counter() - t
+            self.record_cpu_seconds += time.process_time() - c
 
     def _exit(self) -> None:
         self.close()

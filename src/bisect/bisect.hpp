@@ -82,6 +82,12 @@ struct Evidence {
   };
   std::vector<Output> outputs;
   std::string reading;      // what the numbers mean, in words
+  // What the op ran beneath it in the confirm replay, as the workload listed
+  // it (kernels.rank<r>.json in its capture, dtrace-fp(5)): device kernels on
+  // a GPU, or CPU ops. Empty when the workload listed nothing.
+  std::vector<std::string> kernels;
+  std::string kernels_device;  // "cuda", "cpu", ... as the workload said
+  std::string kernels_source;  // "torch.profiler", ...
 };
 
 // Where the runs' own records first differ, read from the logs (no replay),

@@ -21,7 +21,10 @@ nlohmann::json evidence_json(const bisect::Evidence& e) {
                       {"max_ulp", e.max_ulp ? nlohmann::json(*e.max_ulp) : nlohmann::json()},
                       {"nan", {e.nan_a, e.nan_b}},
                       {"inf", {e.inf_a, e.inf_b}},
-                      {"reading", e.reading}};
+                      {"reading", e.reading},
+                      {"kernels", e.kernels},
+                      {"kernels_device", e.kernels_device.empty() ? nlohmann::json() : nlohmann::json(e.kernels_device)},
+                      {"kernels_source", e.kernels_source.empty() ? nlohmann::json() : nlohmann::json(e.kernels_source)}};
   nlohmann::json histogram = nlohmann::json::array();
   for (std::size_t k = 0; k < e.ulp_histogram.size(); ++k) {
     if (e.ulp_histogram[k] == 0) continue;
@@ -181,6 +184,12 @@ std::string bisect_to_text(const bisect::Report& r) {
       o << "  numbers:  " << numbers << "max " << (e.max_ulp ? std::to_string(*e.max_ulp) : "-")
         << " ulp, NaN " << e.nan_a << " / " << e.nan_b << ", Inf " << e.inf_a << " / " << e.inf_b
         << " (the two outputs compared)\n";
+    }
+    if (!e.kernels.empty()) {
+      o << "  kernels:  ";
+      for (std::size_t i = 0; i < e.kernels.size(); ++i) o << (i ? ", " : "") << e.kernels[i];
+      o << " (" << (e.kernels_device.empty() ? "" : e.kernels_device + ", ")
+        << (e.kernels_source.empty() ? "the workload's list" : e.kernels_source) << ")\n";
     }
   }
   if (!r.replays.empty()) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Two ranks over gloo started through a launcher (tools/torch/launch2.sh, as
-# torchrun would start them: Debian's torchrun 1.13 fails on Python 3.11), the
+# torchrun would start them; e2e/torch_torchrun does the same under torchrun), the
 # planted combine on rank 1 only, checkpointed per rank. DTRACE_TORCH_LAUNCHER
 # makes the launcher line the runs' replay command, so bisect's replays restart
 # both ranks; bisect --trust names the planted op on rank 1, and afterwards no

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """What dtrace_torch costs: the example GPT-MoE (tools/torch/gpt_moe.py) trained in
-one process with and without recording, blocks of steps alternating so that both
-see the same machine, at each level. Prints the median step time of each arm, the
-overhead of recording in percent of the plain step, and the cost per recorded
-tensor of the Python path (recording time / tensors handed to libdtrace). Times
-are the process's CPU time (time.process_time, one torch thread), so that a
-machine shared with other jobs does not blur them as wall-clock time would.
+one process with and without recording, blocks of steps alternating (in the
+order plain, recorded, recorded, plain, ... so that a drifting machine load
+weighs on both arms alike), at each level. Prints, per arm, the median step time
+as the process's CPU time (time.process_time, one torch thread: what recording
+costs, which a machine shared with other jobs blurs less) and as wall time; the
+overhead of recording in percent of the plain step by each; the recorder's own
+time inside the step (Recorder.record_cpu_seconds and record_seconds: at step
+level all of recording's work, measured where it happens, which the difference
+of two noisy medians cannot resolve to 1% on a loaded machine); the cost per recorded
+tensor of the Python path (CPU overhead / tensors handed to libdtrace); and the
+load average before and after, since figures from a loaded machine mean less.
 
     PYTHONPATH=build/python /usr/bin/python3 tools/bench/torch_recording.py [--width 128 ...]
 
@@ -65,27 +70,40 @@ def main() -> int:
     params = sum(p.numel() for p in model.parameters())
     print(f"model: width {args.width}, layers {args.layers}, batch {args.batch}, {params} parameters, "
           f"torch {torch.__version__}, {args.threads} thread(s)")
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for level in args.levels.split(","):
-        plain, recorded, tensors = [], [], 0
+        cpu = {"plain": [], "recorded": []}
+        wall = {"plain": [], "recorded": []}
+        tensors, record_seconds, record_cpu = 0, 0.0, 0.0
         for block in range(args.blocks):
-            for _ in range(args.steps):
-                t = time.process_time()
-                train_step()
-                plain.append(time.process_time() - t)
-            # A recorder per block, closed after it: its hooks are gone in the plain block.
-            rec = dt.Recorder(model, optimizer, run_dir=os.path.join(scratch, f"{level}-{block}"), level=level)
-            for step in range(args.steps):
-                t = time.process_time()
-                train_step(rec, step)
-                recorded.append(time.process_time() - t)
-            tensors += rec.sink.tensors
-            rec.close()
-        base, with_rec = statistics.median(plain), statistics.median(recorded)
+            arms = ("plain", "recorded") if block % 2 == 0 else ("recorded", "plain")
+            for arm in arms:
+                # A recorder per block, closed after it: its hooks are gone in the plain blocks.
+                rec = dt.Recorder(model, optimizer, run_dir=os.path.join(scratch, f"{level}-{block}"),
+                                  level=level) if arm == "recorded" else None
+                for step in range(args.steps):
+                    c, w = time.process_time(), time.perf_counter()
+                    train_step(rec, step)
+                    cpu[arm].append(time.process_time() - c)
+                    wall[arm].append(time.perf_counter() - w)
+                if rec is not None:
+                    tensors += rec.sink.tensors
+                    record_seconds += rec.record_seconds
+                    record_cpu += rec.record_cpu_seconds
+                    rec.close()
+        n = len(cpu["recorded"])
+        base, with_rec = statistics.median(cpu["plain"]), statistics.median(cpu["recorded"])
+        wbase, wwith = statistics.median(wall["plain"]), statistics.median(wall["recorded"])
         overhead = with_rec - base
-        per_tensor = overhead / (tensors / len(recorded)) if tensors else float("nan")
-        print(f"{level:6s}: plain {base * 1e3:8.2f} ms/step, recorded {with_rec * 1e3:8.2f} ms/step, "
-              f"overhead {100 * overhead / base:6.2f}% ; {tensors / len(recorded):7.0f} tensors/step, "
-              f"{per_tensor * 1e6:6.1f} us per recorded tensor")
+        per_tensor = overhead / (tensors / n) if tensors else float("nan")
+        print(f"{level:6s}: cpu plain {base * 1e3:8.2f} ms/step, recorded {with_rec * 1e3:8.2f}, "
+              f"overhead {100 * overhead / base:6.2f}% ; wall plain {wbase * 1e3:8.2f}, recorded "
+              f"{wwith * 1e3:8.2f}, overhead {100 * (wwith - wbase) / wbase:6.2f}% ; recorder's own time "
+              f"cpu {record_cpu / n * 1e3:6.2f} ms/step ({100 * record_cpu / n / base:5.2f}% of the plain cpu "
+              f"step), wall {record_seconds / n * 1e3:6.2f} ms/step ({100 * record_seconds / n / wbase:5.2f}%) ; "
+              f"{tensors / n:7.0f} tensors/step, {per_tensor * 1e6:6.1f} us per recorded tensor "
+              f"(own cpu time: {record_cpu / tensors * 1e6 if tensors else float('nan'):5.1f} us)")
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -6,10 +6,16 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
   combine       the MoE combine (experts' outputs summed back per token) is a
                 custom op registered through torch.library that adds in a random
                 order, as atomics do on a GPU (expert-parallel paths);
+  dispatch-bwd  the MoE dispatch (tokens gathered for the experts) is a custom
+                autograd Function whose backward adds each token's gradients back
+                with the combine op in a random order: the forward is exact, only
+                the backward is not (the cause lives in a bwd/ scope);
   dropout-rng   on resume, the dropout RNG is re-seeded instead of restored;
   data-order    on resume, the data sampler reshuffles instead of restoring its order;
   index-add     (CUDA) the combine is index_add_ with deterministic algorithms off:
-                real atomics.
+                real atomics;
+  scatter-add   (CUDA) the combine is scatter_add_ with deterministic algorithms
+                off: real atomics on another op.
 
 Run `gpt_moe.py --help`. docs/torch.md explains the recording."""
 from __future__ import annotations
@@ -26,7 +32,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "testdata", "corpus.txt")
-SWITCHES = ("combine", "dropout-rng", "data-order", "index-add")
+SWITCHES = ("combine", "dispatch-bwd", "dropout-rng", "data-order", "index-add", "scatter-add")
 
 # ---- the planted custom op ---------------------------------------------------
 # dtrace_example::combine(src, index, rows, unordered): out[index[i]] += src[i].
@@ -63,6 +69,23 @@ class Combine(torch.autograd.Function):
         return grad.index_select(0, index), None, None, None
 
 
+class Dispatch(torch.autograd.Function):
+    """tokens[index] for the experts; its backward adds every gathered row's
+    gradient back to its token through the combine op (unordered: in a random
+    order, as a GPU's scatter-add with atomics does)."""
+
+    @staticmethod
+    def forward(ctx, tokens, index, unordered):
+        ctx.save_for_backward(index)
+        ctx.rows, ctx.unordered = tokens.shape[0], unordered
+        return tokens.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (index,) = ctx.saved_tensors
+        return torch.ops.dtrace_example.combine(grad.contiguous(), index, ctx.rows, ctx.unordered), None, None
+
+
 # ---- the model ---------------------------------------------------------------
 class Attention(nn.Module):
     def __init__(self, d: int, heads: int, dropout: float):
@@ -96,8 +119,10 @@ class MoE(nn.Module):
     """Top-k routing over `experts` experts plus one shared expert; every token's
     k+1 contributions are added back by the combine op."""
 
-    def __init__(self, d: int, experts: int, top_k: int, unordered: bool, atomics: bool):
+    def __init__(self, d: int, experts: int, top_k: int, unordered: bool, atomics,
+                 dispatch_unordered: bool = False):
         super().__init__()
+        self.dispatch_unordered = dispatch_unordered
         self.router = nn.Linear(d, experts, bias=False)
         self.experts = nn.ModuleList(Expert(d) for _ in range(experts))
         self.shared = Expert(d)
@@ -108,6 +133,8 @@ class MoE(nn.Module):
         tokens = x.reshape(-1, d)
         n = tokens.shape[0]
         weight, chosen = self.router(tokens).softmax(dim=-1).topk(self.top_k, dim=-1)
+        if self.dispatch_unordered:
+            return self._dispatched(tokens, weight, chosen).view(b, t, d)
         contributions, rows = [self.shared(tokens)], [torch.arange(n, device=x.device)]
         for e, expert in enumerate(self.experts):
             token, slot = (chosen == e).nonzero(as_tuple=True)
@@ -115,19 +142,39 @@ class MoE(nn.Module):
                 contributions.append(expert(tokens[token]) * weight[token, slot].unsqueeze(1))
                 rows.append(token)
         src, index = torch.cat(contributions), torch.cat(rows)
-        if self.atomics:  # CUDA, deterministic algorithms off: index_add_ uses atomics
+        if self.atomics == "scatter-add":  # CUDA, deterministic algorithms off: atomics
+            out = torch.zeros_like(tokens).scatter_add_(0, index.unsqueeze(1).expand_as(src), src)
+        elif self.atomics:  # CUDA, deterministic algorithms off: index_add_ uses atomics
             out = torch.zeros_like(tokens).index_add_(0, index, src)
         else:
             out = Combine.apply(src, index, n, self.unordered)
         return out.view(b, t, d)
 
 
+    def _dispatched(self, tokens, weight, chosen):
+        """The same layer with every token's rows (shared expert, then its top-k
+        experts) gathered by one Dispatch: each token's gradient is the sum of
+        top_k + 1 rows, added in a random order in the backward."""
+        n = tokens.shape[0]
+        routes = []
+        for e in range(len(self.experts)):
+            token, slot = (chosen == e).nonzero(as_tuple=True)
+            if token.numel():
+                routes.append((e, token, slot))
+        index = torch.cat([torch.arange(n, device=tokens.device)] + [token for _, token, _ in routes])
+        parts = Dispatch.apply(tokens, index, True).split([n] + [token.numel() for _, token, _ in routes])
+        contributions = [self.shared(parts[0])]
+        for (e, token, slot), part in zip(routes, parts[1:]):
+            contributions.append(self.experts[e](part) * weight[token, slot].unsqueeze(1))
+        return Combine.apply(torch.cat(contributions), index, n, False)
+
+
 class Block(nn.Module):
-    def __init__(self, d, heads, experts, top_k, dropout, unordered, atomics):
+    def __init__(self, d, heads, experts, top_k, dropout, unordered, atomics, dispatch_unordered=False):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.attn = Attention(d, heads, dropout)
-        self.moe = MoE(d, experts, top_k, unordered, atomics)
+        self.moe = MoE(d, experts, top_k, unordered, atomics, dispatch_unordered)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
@@ -137,11 +184,12 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab=256, d=32, heads=2, layers=2, context=32, experts=4, top_k=2, dropout=0.1,
-                 unordered=False, atomics=False):
+                 unordered=False, atomics=False, dispatch_unordered=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.position = nn.Embedding(context, d)
-        self.blocks = nn.ModuleList(Block(d, heads, experts, top_k, dropout, unordered, atomics)
+        self.blocks = nn.ModuleList(Block(d, heads, experts, top_k, dropout, unordered, atomics,
+                                          dispatch_unordered)
                                     for _ in range(layers))
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
@@ -231,12 +279,13 @@ def main(argv=None) -> int:
     random.seed(args.seed)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed(args.seed)
-    if "index-add" in args.nondet:
+    if "index-add" in args.nondet or "scatter-add" in args.nondet:
         torch.use_deterministic_algorithms(False)
     with open(CORPUS, "rb") as f:
         data = torch.tensor(list(f.read()), dtype=torch.int64)
     model = GPT(d=args.width, layers=args.layers, unordered="combine" in args.nondet,
-                atomics="index-add" in args.nondet).to(args.device)
+                atomics=("scatter-add" if "scatter-add" in args.nondet else "index-add" in args.nondet),
+                dispatch_unordered="dispatch-bwd" in args.nondet).to(args.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     batches = Batches(data, args.batch, 32, args.seed + rank, args.device, "data-order" in args.nondet)
 

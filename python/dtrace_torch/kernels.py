@@ -1,0 +1,82 @@
+"""What an isolated op ran beneath it, from torch.profiler: on CUDA the device
+kernels it launched (the atomic kernel under aten.index_add_), on the CPU the
+ATen ops it called. Written during an op's isolation while a capture is active
+(bisect's confirm replay) to <capture>/kernels.rank<r>.json, which bisect lists
+in its confirm evidence (dtrace-fp(5), dtrace(1)).
+
+torch 1.13 and 2.x: the profiler's events are FunctionEvents with device_type
+and, on CPU events, the device kernels they launched (`kernels`); both are read
+with getattr, so a version lacking one still gives what the other holds."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Iterable, List, Optional
+
+import torch
+
+
+def profiler_name(op: str) -> str:
+    """aten::index_add_ for aten.index_add_.default: how the profiler names an op."""
+    parts = op.split(".")
+    return "::".join([parts[0], ".".join(parts[1:-1])]) if len(parts) >= 3 else op
+
+
+def launched(events: Iterable, device: str, op: str) -> List[str]:
+    """Names, in first-seen order without repeats, of what ran beneath `op`: for
+    device "cuda" the device kernels, for "cpu" the CPU ops other than `op`
+    itself and the profiler's own bookkeeping."""
+    own = profiler_name(op)
+    names: List[str] = []
+    for e in events:
+        kind = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1].lower()
+        if device == "cuda":
+            found = [e.name] if kind == "cuda" else [k.name for k in getattr(e, "kernels", []) or []]
+        else:
+            found = [e.name] if kind == "cpu" else []
+        for name in found:
+            if name != own and not name.startswith(("ProfilerStep", "[memory]", "profiler::", "cuda")) \
+                    and name not in names:
+                names.append(name)
+    return names
+
+
+class KernelList:
+    """Profiles the calls of one isolated op; write() saves what they ran."""
+
+    def __init__(self, op: str, device: str):
+        self.op, self.device = op, device
+        self.names: List[str] = []
+
+    @contextlib.contextmanager
+    def profile(self):
+        from torch.profiler import ProfilerActivity, profile
+        activities = [ProfilerActivity.CPU]
+        if self.device == "cuda":
+            activities.append(ProfilerActivity.CUDA)
+        with profile(activities=activities) as prof:
+            yield
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        for name in launched(prof.events(), self.device, self.op):
+            if name not in self.names:
+                self.names.append(name)
+
+    def write(self, capture_dir: str, rank: int, scope: str) -> str:
+        path = os.path.join(capture_dir, f"kernels.rank{rank}.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"scope": scope, "op": self.op, "device": self.device, "source": "torch.profiler",
+                       "kernels": self.names}, f)
+        os.replace(tmp, path)
+        return path
+
+
+def device_of(tensors: Iterable) -> str:
+    return "cuda" if any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors) else "cpu"
+
+
+def wanted(native) -> Optional[str]:
+    """The capture directory when this op isolation should list its kernels."""
+    return native.capture_dir() if native.isolate_op() else None
