@@ -76,7 +76,7 @@ Variables isolate_gemm(const TempDir& dir, int occurrence, int repeat) {
   Variables v{{"DTRACE_REPLAY_STEP", "5"},          {"DTRACE_LEVEL", "kernel"},
               {"DTRACE_SCOPE", "fwd/layer.1"},      {"DTRACE_ISOLATE", "fwd/layer.1::gemm"},
               {"DTRACE_INPUTS", dir / "cap"},       {"DTRACE_REPEAT", std::to_string(repeat)},
-              {"DTRACE_OUT", dir / "out.jsonl"}};
+              {"DTRACE_OUT_DIR", dir / "out"}};
   if (occurrence > 0) v.emplace_back("DTRACE_OCCURRENCE", std::to_string(occurrence));
   return v;
 }
@@ -92,7 +92,7 @@ std::string verdict(const Side& side, const Variables& variables, const std::opt
 TEST_CASE("isolation: K complete repetitions of the requested call comply", "[bisect][compliance]") {
   TempDir dir;
   make_capture(dir, captured_layer());
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(0, gemm_repetition(kX1)) +
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, gemm_repetition(kX1)) +
                                     step_lines(1, gemm_repetition(kX1, "00000000000000e1")) +
                                     step_lines(2, gemm_repetition(kX1)));
   CHECK(verdict(Side{}, isolate_gemm(dir, 1, 3), Target{"fwd/layer.1", "gemm", 1}) == "");
@@ -103,7 +103,7 @@ TEST_CASE("isolation ignored: a whole step instead of repetitions", "[bisect][co
   make_capture(dir, captured_layer());
   std::vector<Rec> step = captured_layer();
   step.insert(step.begin(), Rec{"step", "param", "state", "w", kW});
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(5, step));
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(5, step));
   CHECK(verdict(Side{}, isolate_gemm(dir, 0, 3), Target{"fwd/layer.1", "gemm", 0}) ==
         "replay of run A (confirm): the workload ignored DTRACE_ISOLATE: it recorded 1 step (step 5) of 9 "
         "records at scopes step, fwd/layer.1 instead of 3 repetitions of fwd/layer.1::gemm (step 5 holds "
@@ -113,12 +113,12 @@ TEST_CASE("isolation ignored: a whole step instead of repetitions", "[bisect][co
 TEST_CASE("isolation: too few repetitions, or one incomplete", "[bisect][compliance]") {
   TempDir dir;
   make_capture(dir, captured_layer());
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(0, gemm_repetition(kX0)));
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, gemm_repetition(kX0)));
   CHECK(verdict(Side{}, isolate_gemm(dir, 0, 3), Target{"fwd/layer.1", "gemm", 0}) ==
         "replay of run A (confirm): the workload ignored DTRACE_REPEAT=3: it recorded 1 step (step 0) of 3 "
         "records at scope fwd/layer.1 instead of 3 repetitions of fwd/layer.1::gemm (steps 0-2)");
 
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(0, gemm_repetition(kX0)) +
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, gemm_repetition(kX0)) +
                                     step_lines(1, gemm_repetition(kX0), false));
   CHECK(verdict(Side{}, isolate_gemm(dir, 0, 2), Target{"fwd/layer.1", "gemm", 0}).find(
             "repetition 1 of fwd/layer.1::gemm is incomplete") != std::string::npos);
@@ -129,7 +129,7 @@ TEST_CASE("isolation: another op of the layer recorded is outside the request", 
   make_capture(dir, captured_layer());
   std::vector<Rec> rep = gemm_repetition(kX0);
   rep.push_back({"fwd/layer.1", "gelu", "out", "y", kW});
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(0, rep) + step_lines(1, rep));
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, rep) + step_lines(1, rep));
   CHECK(verdict(Side{}, isolate_gemm(dir, 0, 2), Target{"fwd/layer.1", "gemm", 0}).find(
             "ignored DTRACE_ISOLATE: it recorded 2 steps (steps 0-1) of 8 records at scope fwd/layer.1 instead "
             "of 2 repetitions of fwd/layer.1::gemm (step 0 holds fwd/layer.1 gelu out y)") != std::string::npos);
@@ -138,7 +138,7 @@ TEST_CASE("isolation: another op of the layer recorded is outside the request", 
 TEST_CASE("isolation: the first call re-run where the second was asked for", "[bisect][compliance]") {
   TempDir dir;
   make_capture(dir, captured_layer());
-  write_text(dir / "out.jsonl",
+  write_text(dir.path("out/replay.jsonl"),
              header("kernel") + step_lines(0, gemm_repetition(kX0)) + step_lines(1, gemm_repetition(kX0)));
   CHECK(verdict(Side{}, isolate_gemm(dir, 1, 2), Target{"fwd/layer.1", "gemm", 1}) ==
         "replay of run A (confirm): the workload ignored DTRACE_OCCURRENCE=1: its repetitions ran call 1 of 2 "
@@ -149,7 +149,7 @@ TEST_CASE("isolation: inputs that are no captured call's", "[bisect][compliance]
   TempDir dir;
   make_capture(dir, captured_layer());
   const std::string stranger = "00000000000000ff";
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(0, gemm_repetition(kX0)) +
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, gemm_repetition(kX0)) +
                                     step_lines(1, gemm_repetition(stranger)));
   CHECK(verdict(Side{}, isolate_gemm(dir, 0, 2), Target{"fwd/layer.1", "gemm", 0}) ==
         "replay of run A (confirm): repetition 1 ran fwd/layer.1 gemm with input 'x' 00000000000000ff, but the "
@@ -157,14 +157,14 @@ TEST_CASE("isolation: inputs that are no captured call's", "[bisect][compliance]
 
   // Repetitions that record no input at all show nothing of where they started.
   const std::vector<Rec> outputs_only{{"fwd/layer.1", "gemm", "out", "y", kW}};
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(0, outputs_only) + step_lines(1, outputs_only));
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, outputs_only) + step_lines(1, outputs_only));
   CHECK(verdict(Side{}, isolate_gemm(dir, 0, 2), Target{"fwd/layer.1", "gemm", 0}).find(
             "repetition 0 records no input of fwd/layer.1 gemm") != std::string::npos);
 }
 
 TEST_CASE("a replayed step: only that step, with the restored state", "[bisect][compliance]") {
   TempDir dir;
-  const Variables layer{{"DTRACE_REPLAY_STEP", "5"}, {"DTRACE_LEVEL", "layer"}, {"DTRACE_OUT", dir / "out.jsonl"}};
+  const Variables layer{{"DTRACE_REPLAY_STEP", "5"}, {"DTRACE_LEVEL", "layer"}, {"DTRACE_OUT_DIR", dir / "out"}};
   const std::vector<Rec> with_state{{"step", "param", "state", "w", kW}, {"fwd/layer.1", "layer.1", "out", "y", kX0}};
   const std::vector<Rec> without_state{{"fwd/layer.1", "layer.1", "out", "y", kX0}};
   // The run recorded state at step 5.
@@ -174,19 +174,19 @@ TEST_CASE("a replayed step: only that step, with the restored state", "[bisect][
   Side side;
   side.recorded = std::move(*recorded);
 
-  write_text(dir / "out.jsonl", header("layer") + step_lines(5, with_state));
+  write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(5, with_state));
   CHECK(verdict(side, layer, std::nullopt) == "");
 
-  write_text(dir / "out.jsonl", header("layer") + step_lines(4, with_state) + step_lines(5, with_state));
+  write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(4, with_state) + step_lines(5, with_state));
   CHECK(verdict(side, layer, std::nullopt) ==
         "replay of run A (confirm): the workload ignored DTRACE_REPLAY_STEP=5: it recorded 2 steps (steps 4-5) "
         "of 4 records at scopes step, fwd/layer.1 for rank 0 instead of step 5 only");
 
-  write_text(dir / "out.jsonl", header("layer") + step_lines(5, without_state));
+  write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(5, without_state));
   CHECK(verdict(side, layer, std::nullopt).find("the workload recorded no restored state at step 5 (no io "
                                                 "\"state\" record; run A recorded 1 there)") != std::string::npos);
 
-  write_text(dir / "out.jsonl", header("step") + step_lines(5, with_state));
+  write_text(dir.path("out/replay.jsonl"), header("step") + step_lines(5, with_state));
   CHECK(verdict(side, layer, std::nullopt) ==
         "replay of run A (confirm): the workload ignored DTRACE_LEVEL=layer: its log says level \"step\"");
 }
@@ -195,8 +195,8 @@ TEST_CASE("a capture must hold the inputs the next stage re-runs from", "[bisect
   TempDir dir;
   const Variables capture{{"DTRACE_REPLAY_STEP", "5"},    {"DTRACE_LEVEL", "kernel"},
                           {"DTRACE_SCOPE", "fwd/layer.1"}, {"DTRACE_CAPTURE", dir / "cap"},
-                          {"DTRACE_OUT", dir / "out.jsonl"}};
-  write_text(dir / "out.jsonl", header("kernel") + step_lines(5, captured_layer()));
+                          {"DTRACE_OUT_DIR", dir / "out"}};
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(5, captured_layer()));
   const Target layer{"fwd/layer.1", "layer.1", 0};
 
   CHECK(verdict(Side{}, capture, layer).find("the workload left no usable capture in DTRACE_CAPTURE=") !=

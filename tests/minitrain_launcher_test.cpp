@@ -78,47 +78,19 @@ std::string read(const std::filesystem::path& path) {
 
 }  // namespace
 
-TEST_CASE("the ranks' replay logs merge into one DTRACE_OUT: one header, each rank's lines",
-          "[minitrain][launcher]") {
-  TempDir dir;
-  const auto root = dir.path();
-  write(root / "out.rank0", "{\"dtrace\":\"fp/1\",\"world_size\":2}\n{\"step\":0,\"rank\":0}\n");
-  write(root / "out.rank1", "{\"dtrace\":\"fp/1\",\"world_size\":2}\n{\"step\":0,\"rank\":1}\n");
-  mt::merge_logs({(root / "out.rank0").string(), (root / "out.rank1").string(),
-                  (root / "out.rank2").string()},  // a rank that wrote nothing
-                 (root / "merged.jsonl").string());
-  CHECK(
-      read(root / "merged.jsonl") ==
-      "{\"dtrace\":\"fp/1\",\"world_size\":2}\n{\"step\":0,\"rank\":0}\n{\"step\":0,\"rank\":1}\n");
-}
-
-TEST_CASE("the ranks' captures merge into one DTRACE_CAPTURE directory", "[minitrain][launcher]") {
-  TempDir dir;
-  const auto root = dir.path();
-  write(root / "c0" / "capture.jsonl",
-        "{\"dtrace\":\"fp/1\"}\n{\"rank\":0,\"file\":\"r0-s0-q1.bin\"}\n");
-  write(root / "c0" / "r0-s0-q1.bin", "zero");
-  write(root / "c1" / "capture.jsonl",
-        "{\"dtrace\":\"fp/1\"}\n{\"rank\":1,\"file\":\"r1-s0-q1.bin\"}\n");
-  write(root / "c1" / "r1-s0-q1.bin", "one");
-  mt::merge_captures({(root / "c0").string(), (root / "c1").string()}, (root / "cap").string());
-  CHECK(read(root / "cap" / "r0-s0-q1.bin") == "zero");
-  CHECK(read(root / "cap" / "r1-s0-q1.bin") == "one");
-  CHECK(read(root / "cap" / "capture.jsonl") ==
-        "{\"dtrace\":\"fp/1\"}\n{\"rank\":0,\"file\":\"r0-s0-q1.bin\"}\n"
-        "{\"rank\":1,\"file\":\"r1-s0-q1.bin\"}\n");
-}
-
 namespace {
 
 // A stand-in for minitrain in a launched process: writes its rank's replay log
-// and exits with the status the test gives rank `FAIL_RANK` (others 0, or 3 for
-// the ranks listed in NOTHING).
+// where dtrace-replay/1.1 puts it, says hello on stderr, and exits with the
+// status the test gives rank `FAIL_RANK` (others 0, or 3 for the ranks listed
+// in NOTHING).
 std::string fake_rank(const std::filesystem::path& dir) {
   const auto script = dir / "rank.sh";
   write(script,
         "#!/bin/sh\n"
-        "printf '{\"dtrace\":\"fp/1\"}\\n{\"rank\":%s}\\n' \"$MINITRAIN_RANK\" >\"$DTRACE_OUT\"\n"
+        "printf '{\"dtrace\":\"fp/1\"}\\n{\"rank\":%s}\\n' \"$MINITRAIN_RANK\" "
+        ">\"$DTRACE_OUT_DIR/rank$MINITRAIN_RANK.jsonl\"\n"
+        "echo \"hello from rank $MINITRAIN_RANK\" >&2\n"
         "case \" $NOTHING \" in *\" $MINITRAIN_RANK \"*) exit 3 ;; esac\n"
         "[ \"$MINITRAIN_RANK\" = \"$FAIL_RANK\" ] && exit 1\n"
         "exit 0\n");
@@ -137,36 +109,42 @@ int launch(const std::string& script, const dtrace::ReplayRequest& request) {
 
 }  // namespace
 
-TEST_CASE("the launcher runs one process per rank and answers a replay as one workload",
+TEST_CASE("the launcher runs one process per rank; each answers a replay for its rank",
           "[minitrain][launcher]") {
   TempDir dir;
   const std::string script = fake_rank(dir.path());
   dtrace::ReplayRequest request;
+  request.out_dir = dir.path().string();
   request.out = (dir.path() / "replay.jsonl").string();
   request.isolate = "fwd/layer.0/mlp::gemm_fc1";
   ::unsetenv("FAIL_RANK");
+  ::setenv("DTRACE_OUT_DIR", request.out_dir->c_str(), 1);
 
-  SECTION("some ranks ran the isolated op: one log with every rank's lines") {
+  SECTION("some ranks ran the isolated op: one log per rank, each rank's stderr beside it") {
     ::setenv("NOTHING", "1", 1);
     CHECK(launch(script, request) == 0);
-    CHECK(read(*request.out) ==
-          "{\"dtrace\":\"fp/1\"}\n{\"rank\":0}\n{\"rank\":1}\n{\"rank\":2}\n");
+    for (int r = 0; r < 3; ++r) {
+      const std::string rank = std::to_string(r);
+      CHECK(read(dir.path() / ("rank" + rank + ".jsonl")) ==
+            "{\"dtrace\":\"fp/1\"}\n{\"rank\":" + rank + "}\n");
+      CHECK(read(dir.path() / ("rank" + rank + ".stderr")) == "hello from rank " + rank + "\n");
+    }
+    CHECK_FALSE(std::filesystem::exists(*request.out));  // nothing merged
   }
   SECTION("no rank ran it: trouble, as one process would say") {
     ::setenv("NOTHING", "0 1 2", 1);
     CHECK_THROWS_WITH(launch(script, request), Catch::Contains("no rank ran it"));
   }
-  SECTION("a rank failed: exit 2, no DTRACE_OUT") {
+  SECTION("a rank failed: exit 2") {
     ::setenv("NOTHING", "", 1);
     ::setenv("FAIL_RANK", "2", 1);
     CHECK(launch(script, request) == 2);
-    CHECK_FALSE(std::filesystem::exists(*request.out));
   }
-  SECTION("a DTRACE_OUT with content is never overwritten") {
-    write(*request.out, "keep\n");
-    CHECK_THROWS_WITH(launch(script, request), Catch::Contains("not empty"));
-    CHECK(read(*request.out) == "keep\n");
+  SECTION("a replay of the 1.0 protocol (DTRACE_OUT alone) is refused: it would need merging") {
+    request.out_dir.reset();
+    CHECK_THROWS_WITH(launch(script, request), Catch::Contains("without DTRACE_OUT_DIR"));
   }
   ::unsetenv("NOTHING");
   ::unsetenv("FAIL_RANK");
+  ::unsetenv("DTRACE_OUT_DIR");
 }

@@ -1,10 +1,14 @@
 #include "dtrace/recorder.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <bit>
 #include <thread>
 #include <xxhash.h>
 
 #include "fingerprint/fingerprint.hpp"
+#include "recorder/capture.hpp"
 #include "recorder_support.hpp"
 
 using dtrace::Level;
@@ -72,7 +76,7 @@ TEST_CASE("a normal run writes a header and records that RunReader reads back") 
   CHECK(header.env == nlohmann::json{{"NCCL_ALGO", "Ring"}});
   CHECK(header.config == nlohmann::json{{"lr", 0.001}, {"batch", 8}});
   CHECK(header.replay["argv"] == nlohmann::json{"minitrain", "--steps", "3"});
-  CHECK(header.replay["protocol"] == "dtrace-replay/1");
+  CHECK(header.replay["protocol"] == "dtrace-replay/1.1");  // several processes, one replay
   // The configuration is written as given (key order and spelling), on one line.
   CHECK_THAT(test_support::first_line(file),
              Catch::Contains("\"config\":{\"lr\": 0.001,  \"batch\": 8}"));
@@ -247,6 +251,51 @@ TEST_CASE("DTRACE_OUT is one file for the ranks of a process, read back cleanly"
     CHECK(step.status == StepStatus::complete);
     CHECK(step.records.size() == 50);
   }
+}
+
+TEST_CASE("DTRACE_OUT_DIR: each rank writes its own records, status and capture index (1.1)") {
+  TempDir dir;
+  const std::string out_dir = dir / "replay";
+  const std::string capture = dir / "capture";
+  const auto request = request_from({{"DTRACE_OUT_DIR", out_dir},
+                                     {"DTRACE_OUT", out_dir + "/replay.jsonl"},
+                                     {"DTRACE_CAPTURE", capture},
+                                     {"DTRACE_REPLAY_STEP", "0"}});
+  for (int rank = 0; rank < 2; ++rank) {
+    auto recorder = Recorder::open(options_for(dir / "run", rank, 2), request);
+    record_step(*recorder, 0, std::vector<float>(4, static_cast<float>(rank)));
+    const std::string name = "rank" + std::to_string(rank);
+    // The status names this process and, after the step, how far it got.
+    CHECK(test_support::file_text(out_dir + "/" + name + ".status")
+              .starts_with("running " + std::to_string(::getpid()) + " 0 "));
+    CHECK(fs::exists(capture + "/capture." + name + ".jsonl"));
+  }
+  CHECK_FALSE(fs::exists(out_dir + "/replay.jsonl"));  // a 1.1 recorder ignores DTRACE_OUT
+  CHECK_FALSE(fs::exists(capture + "/capture.jsonl"));
+  const auto run = read_run(out_dir);  // the directory is the replay's output, one run
+  REQUIRE(run.steps.size() == 2);
+  CHECK(run.steps[0].rank == 0);
+  CHECK(run.steps[1].rank == 1);
+  // Both ranks' capture indexes are read as one index.
+  const auto index = dtrace::recording::CaptureIndex::load(capture, 1, 0);
+  CHECK(index.size() > 0);
+}
+
+TEST_CASE("a rank's status file ends with the process's exit code") {
+  TempDir dir;
+  const std::string out_dir = dir / "replay";
+  const auto request = request_from({{"DTRACE_OUT_DIR", out_dir}, {"DTRACE_REPLAY_STEP", "0"}});
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto recorder = Recorder::open(options_for(dir / "run", 1, 2), request);
+    recorder->begin_step(0);
+    std::exit(5);  // a workload giving up mid-step
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(test_support::file_text(out_dir + "/rank1.status").starts_with("exit 5 "));
 }
 
 TEST_CASE("DTRACE_OUT replaces an empty placeholder but not a file with content") {

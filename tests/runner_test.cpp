@@ -16,7 +16,7 @@ using dtrace::replay::run;
 using dtrace::replay::split_words;
 
 TEST_CASE("runner reports the exit status and the tail of stderr") {
-  auto outcome = run(Command{{"/bin/sh", "-c", "echo oops >&2; exit 3"}, {}, "", 10});
+  auto outcome = run(Command{{"/bin/sh", "-c", "echo oops >&2; exit 3"}, {}, "", 10, ""});
   REQUIRE(outcome.ok());
   CHECK(outcome->exit_code == 3);
   CHECK_FALSE(outcome->ok());
@@ -26,13 +26,13 @@ TEST_CASE("runner reports the exit status and the tail of stderr") {
 
 TEST_CASE("runner passes extra variables and runs in the given directory") {
   auto outcome = run(Command{{"/bin/sh", "-c", "test \"$DTRACE_OUT\" = /x && test \"$(pwd)\" = /tmp"},
-                             {{"DTRACE_OUT", "/x"}}, "/tmp", 10});
+                             {{"DTRACE_OUT", "/x"}}, "/tmp", 10, ""});
   REQUIRE(outcome.ok());
   CHECK(outcome->ok());
 }
 
 TEST_CASE("runner kills a command that outlives its timeout, with its children") {
-  auto outcome = run(Command{{"/bin/sh", "-c", "sleep 30 & sleep 30"}, {}, "", 0.3});
+  auto outcome = run(Command{{"/bin/sh", "-c", "sleep 30 & sleep 30"}, {}, "", 0.3, ""});
   REQUIRE(outcome.ok());
   CHECK(outcome->timed_out);
   CHECK(outcome->seconds < 5);
@@ -63,12 +63,12 @@ TEST_CASE("runner leaves no process of the workload running, in its group or esc
                              "; setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >" +
                              dir / "escaped" + "; sleep 0.2";
   SECTION("the workload exits") {
-    auto outcome = run(Command{{"/bin/sh", "-c", script + "; exit 0"}, {}, "", 10});
+    auto outcome = run(Command{{"/bin/sh", "-c", script + "; exit 0"}, {}, "", 10, ""});
     REQUIRE(outcome.ok());
     CHECK(outcome->ok());
   }
   SECTION("the workload times out") {
-    auto outcome = run(Command{{"/bin/sh", "-c", script + "; sleep 1000"}, {}, "", 1});
+    auto outcome = run(Command{{"/bin/sh", "-c", script + "; sleep 1000"}, {}, "", 1, ""});
     REQUIRE(outcome.ok());
     CHECK(outcome->timed_out);
   }
@@ -97,7 +97,7 @@ TEST_CASE("runner stops the workload when dtrace is asked to stop, and says so")
       {"/bin/sh", "-c", "sleep 1000 & echo $! >" + dir / "child" + "; touch " + started + "; wait"},
       {},
       "",
-      60});
+      60, ""});
   sender.join();
   REQUIRE_FALSE(outcome.ok());
   CHECK_THAT(outcome.error().message,
@@ -113,14 +113,14 @@ TEST_CASE("runner stops the workload when dtrace is asked to stop, and says so")
 }
 
 TEST_CASE("runner names the signal that ended a crash") {
-  auto outcome = run(Command{{"/bin/sh", "-c", "kill -SEGV $$"}, {}, "", 10});
+  auto outcome = run(Command{{"/bin/sh", "-c", "kill -SEGV $$"}, {}, "", 10, ""});
   REQUIRE(outcome.ok());
   CHECK(outcome->signal == 11);
   CHECK(outcome->describe().find("signal 11") != std::string::npos);
 }
 
 TEST_CASE("runner reports a program that cannot be started") {
-  auto outcome = run(Command{{"/nonexistent/minitrain"}, {}, "", 10});
+  auto outcome = run(Command{{"/nonexistent/minitrain"}, {}, "", 10, ""});
   REQUIRE_FALSE(outcome.ok());
   CHECK(outcome.error().message.find("/nonexistent/minitrain") != std::string::npos);
 }

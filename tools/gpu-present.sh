@@ -15,7 +15,7 @@ gpu_device_present() {
   esac
   compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null && return 0
   compgen -G '/dev/nvidia[0-9]*' >/dev/null && return 0
-  nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && return 0
+  nvidia-smi -L 2>/dev/null | grep '^GPU ' >/dev/null && return 0
   return 1
 }
 

@@ -113,6 +113,10 @@ std::uint64_t host_fingerprint(const void* data, std::size_t bytes);
 // DTRACE_RESUME_AT.
 struct ReplayRequest {
   std::optional<std::string> out;            // DTRACE_OUT
+  // DTRACE_OUT_DIR (dtrace-replay/1.1, man/dtrace-fp.5 "Several processes, one
+  // replay"): each rank writes <dir>/rank<r>.jsonl instead of DTRACE_OUT, and its
+  // status to <dir>/rank<r>.status; its capture index is capture.rank<r>.jsonl.
+  std::optional<std::string> out_dir;
   std::optional<std::int64_t> step;          // DTRACE_REPLAY_STEP
   std::optional<Level> level;                // DTRACE_LEVEL
   std::string scope;                         // DTRACE_SCOPE ("" = everywhere)
@@ -186,13 +190,19 @@ struct CapturedRecord {
 class Recorder {
  public:
   // Opens the log for one rank. Under a replay request the log goes to
-  // DTRACE_OUT (one file shared by the ranks of one process, lines never torn)
-  // and DTRACE_LEVEL overrides options.level.
+  // DTRACE_OUT_DIR/rank<r>.jsonl (dtrace-replay/1.1), else to DTRACE_OUT (one
+  // file shared by the ranks of one process, lines never torn), and
+  // DTRACE_LEVEL overrides options.level.
   //   - normal run: <run_dir>/rank<r>.jsonl, created with run_dir; an existing
   //     file is an error, never overwritten;
   //   - DTRACE_OUT: that file (an existing empty file is replaced, one with
   //     content refused), kept open until the process exits so ranks opening
   //     and finishing at different times share it and its one header;
+  //   - DTRACE_OUT_DIR: <dir>/rank<r>.jsonl, a new file (DTRACE_OUT is then
+  //     ignored), the capture index capture.rank<r>.jsonl, and the rank's status
+  //     in <dir>/rank<r>.status: "running PID STEP SEQ", refreshed at every step
+  //     and scope, and "exit CODE" when the process exits (a process killed by a
+  //     signal leaves "running"); so does DTRACE_RUN_DIR, in that directory;
   //   - DTRACE_REPLAY_STEP or DTRACE_ISOLATE without DTRACE_OUT: no log at all;
   //     run_dir is never created or written under a replay;
   //   - DTRACE_CAPTURE: also the capture directory (see tensor());

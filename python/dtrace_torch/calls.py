@@ -1,7 +1,8 @@
 """How a module or an op was called, beside its captured tensors, so isolation can
 call it again: the arguments' structure with each tensor named as its record, and
 every other argument's value (sizes, dims, scalars, flags, dtypes). Written under
-DTRACE_CAPTURE to <capture>/torch-calls-r<rank>.jsonl; an argument whose type
+DTRACE_CAPTURE to <capture>/torch-calls-r<rank>.ndjson (JSON lines, but not named *.jsonl:
+libdtrace reads every *.jsonl of a capture directory as a log, dtrace-fp(5)); an argument whose type
 cannot be written is marked, and isolating that call says so instead of guessing."""
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def decode(value: Any, load_tensor) -> Any:
 
 
 def path(capture_dir: str, rank: int) -> str:
-    return os.path.join(capture_dir, f"torch-calls-r{rank}.jsonl")
+    return os.path.join(capture_dir, f"torch-calls-r{rank}.ndjson")
 
 
 class CallLog:

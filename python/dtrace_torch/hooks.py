@@ -37,6 +37,11 @@ class ModuleHooks:
         self.rec = recorder
         self.stack: List[str] = []
         self.calls: Dict[str, int] = {}  # occurrences of each module scope in this step
+        # While one module is isolated, only its scope is recorded: its submodules'
+        # scopes (fwd/a.b.c under fwd/a.b) are siblings by name, not nested in it,
+        # and a replay must record inside the isolated scope only (dtrace-fp(5)).
+        # Their kernels are then recorded in the isolated module's scope.
+        self.only: Optional[str] = None
         self.handles = []
         for name, module in model.named_modules():
             if name:
@@ -47,6 +52,8 @@ class ModuleHooks:
         op = type(module).__name__
 
         def pre(mod, args, kwargs=None):
+            if self.only is not None and self.only != fwd:
+                return None
             kwargs = kwargs or {}
             previous = self.rec.sink.set_scope(fwd)
             self.stack.append((fwd, previous))
@@ -59,6 +66,8 @@ class ModuleHooks:
             return None
 
         def post(mod, args, *rest):
+            if self.only is not None and self.only != fwd:
+                return None
             output = rest[-1]
             if self.stack and self.stack[-1][0] == fwd:
                 _, previous = self.stack.pop()

@@ -3,7 +3,7 @@ DTRACE_REPEAT times, each repetition recorded as its own step (dtrace-fp(5)).
 
 Generic by construction: a module is found by its qualified name in the model and
 called with the arguments it was called with (tensors from the capture, other
-values from torch-calls-r<rank>.jsonl), from the RNG state it started with, with
+values from torch-calls-r<rank>.ndjson), from the RNG state it started with, with
 the model's parameters restored to the step's start (DTRACE_REPLAY_STEP). An op is
 found by its overload name (torch.ops.<namespace>.<name>.<overload>) and called
 with its captured tensor arguments and recorded non-tensor arguments; it needs no
@@ -124,6 +124,8 @@ def _isolate_module(rec, scope: str, captured_step: int, repeat: int, step: Opti
     op = type(module).__name__
     entries = _entries(rec, scope, op, captured_step)
     loader = Loader(rec, scope, op)
+    if rec._hooks:
+        rec._hooks.only = scope  # submodules' kernels are recorded in this scope
     for k in range(repeat):
         rec.native.begin_repetition(k)
         rec.current_step = k

@@ -36,6 +36,7 @@ from .records import Sink, flatten, state_values
 # variables changed (DTRACE_* workflow variables are refused in a replay).
 CHECKPOINT_DIR_VARIABLE = "TORCH_DTRACE_CHECKPOINT_DIR"
 DETERMINISTIC_VARIABLE = "TORCH_DTRACE_DETERMINISTIC"
+LAUNCHER_VARIABLE = "DTRACE_TORCH_LAUNCHER"
 
 
 def _distributed() -> tuple:
@@ -64,6 +65,11 @@ def _replay_argv(checkpoint_dir: Optional[str], deterministic: Optional[str]) ->
         pinned.append(f"{CHECKPOINT_DIR_VARIABLE}={os.path.abspath(checkpoint_dir)}")
     if deterministic:
         pinned.append(f"{DETERMINISTIC_VARIABLE}={deterministic}")
+    # A launcher that started this rank (torchrun's stand-in) is the replay command:
+    # a replay restarts every rank through it (dtrace-fp(5), several processes).
+    launcher = os.environ.get(LAUNCHER_VARIABLE)
+    if launcher:
+        argv = [os.path.abspath(launcher)] + argv
     return [shutil.which("env") or "/usr/bin/env"] + pinned + argv if pinned else argv
 
 
@@ -111,6 +117,10 @@ class Recorder:
         if deterministic in ("0", "1"):
             environment.apply_deterministic(deterministic == "1")
         self.checkpoint_dir = workflow_dir or pinned_dir or checkpoint_dir
+        if self.checkpoint_dir and self.world_size > 1:
+            # Each rank's state is its own (its data shard, its RNG): one
+            # subdirectory per rank, so ranks never overwrite each other's checkpoints.
+            self.checkpoint_dir = os.path.join(self.checkpoint_dir, f"rank{self.rank}")
         header_config = environment.config(dict(config or {}))
         if deterministic in ("0", "1"):
             header_config["deterministic"] = deterministic == "1"

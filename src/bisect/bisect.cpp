@@ -72,7 +72,7 @@ Result<Report> run(const Options& options, const Progress& progress, const Stage
   rep.role = "origin";
   rep.occurrence = (*kernel)->occurrence;
   // How many calls of the op the step holds, from A's per-kernel replay of it.
-  auto replayed = load_step(session.path("kernel-A.jsonl"), rep.rank, rep.step);
+  auto replayed = load_step(session.path("kernel-A"), rep.rank, rep.step);
   if (!replayed) return replayed.error();
   if (*replayed) rep.calls = std::max(1, calls_of((*replayed)->step, rep.scope, rep.op));
   rep.calls = std::max(rep.calls, rep.occurrence + 1);

@@ -45,7 +45,7 @@ Asked asked_from(const Variables& variables) {
     if (key == "DTRACE_REPLAY_STEP") a.step = std::stoll(value);
     if (key == "DTRACE_LEVEL") a.level = value;
     if (key == "DTRACE_SCOPE") a.scope = value;
-    if (key == "DTRACE_OUT") a.out = value;
+    if (key == "DTRACE_OUT_DIR") a.out = value;
     if (key == "DTRACE_CAPTURE") a.capture = value;
     if (key == "DTRACE_INPUTS") a.inputs = value;
     if (key == "DTRACE_ISOLATE") a.isolate = value;
@@ -169,7 +169,9 @@ int calls_in(const log::Step& step, const std::string& scope, const std::string&
 // The captured step the isolation reads its inputs from (man/dtrace-fp.5:
 // DTRACE_REPLAY_STEP when set, else the capture's first complete step).
 Result<LoadedStep> captured_step(const std::string& dir, std::int32_t rank, std::optional<std::int64_t> step) {
-  const std::string index = dir + "/capture.jsonl";
+  // The index is capture.jsonl, or one capture.rank<r>.jsonl per process
+  // (dtrace-replay/1.1): the directory's *.jsonl read together as one log.
+  const std::string& index = dir;
   if (step) {
     auto loaded = load_step(index, rank, *step);
     if (!loaded) return loaded.error();

@@ -46,15 +46,15 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
     const std::string x(1, slot);
     Variables variables = isolation_variables(n(rep.step), kernel.scope, kernel.scope + "::" + kernel.op,
                                               kernel.occurrence, s.path("capture-A"), k,
-                                              s.path("confirm-" + x + ".jsonl"));
+                                              s.path("confirm-out-" + x));
     variables.emplace_back("DTRACE_CAPTURE", s.path("confirm-" + x));
     if (auto r = s.replay("confirm", *side, variables, Target{kernel.scope, kernel.op, kernel.occurrence}); !r) {
       return r.error();
     }
   }
-  auto reps_a = load_steps(s.path("confirm-A.jsonl"), rep.rank);
+  auto reps_a = load_steps(s.path("confirm-out-A"), rep.rank);
   if (!reps_a) return reps_a.error();
-  auto reps_b = load_steps(s.path("confirm-B.jsonl"), rep.rank);
+  auto reps_b = load_steps(s.path("confirm-out-B"), rep.rank);
   if (!reps_b) return reps_b.error();
   std::vector<Output> outputs;
   for (auto [side, loaded] : {std::pair{'A', &*reps_a}, std::pair{'B', &*reps_b}}) {

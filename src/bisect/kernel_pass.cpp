@@ -52,7 +52,7 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
                            {"DTRACE_LEVEL", "kernel"},
                            {"DTRACE_SCOPE", layer.scope},
                            {"DTRACE_CAPTURE", s.path("capture-" + x)},
-                           {"DTRACE_OUT", s.path("kernel-" + x + ".jsonl")}},
+                           {"DTRACE_OUT_DIR", s.path("kernel-" + x)}},
                           target);
         !r) {
       return r.error();
@@ -63,22 +63,22 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
     const std::string x(1, slot);
     if (auto r = s.replay("kernel", *side,
                           isolation_variables(step, layer.scope, layer.scope, layer.occurrence,
-                                              s.path("capture-A"), k, s.path("isolate-" + x + ".jsonl")),
+                                              s.path("capture-A"), k, s.path("isolate-" + x)),
                           target);
         !r) {
       return r.error();
     }
   }
-  auto reps_a = load_steps(s.path("isolate-A.jsonl"), rep.rank);
+  auto reps_a = load_steps(s.path("isolate-A"), rep.rank);
   if (!reps_a) return reps_a.error();
-  auto reps_b = load_steps(s.path("isolate-B.jsonl"), rep.rank);
+  auto reps_b = load_steps(s.path("isolate-B"), rep.rank);
   if (!reps_b) return reps_b.error();
   std::vector<const log::Step*> reps;
   for (const auto& st : reps_a->steps) reps.push_back(&st);
   for (const auto& st : reps_b->steps) reps.push_back(&st);
   if (reps_a->steps.empty()) {
     return Error{"isolating " + layer.scope + " wrote no repetition for rank " + n(rep.rank) + " to " +
-                 s.path("isolate-A.jsonl")};
+                 s.path("isolate-A")};
   }
   if (auto suspect = first_origin(reps)) {
     rep.basis = Basis::layer_repetitions;
@@ -87,7 +87,7 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
 
   // Alone, from identical inputs, the layer repeated itself. The per-kernel
   // replays of the whole step may still show which op differs.
-  auto d = diff::diff_runs(s.path("kernel-A.jsonl"), s.path("kernel-B.jsonl"));
+  auto d = diff::diff_runs(s.path("kernel-A"), s.path("kernel-B"));
   if (!d) return Error{"reading the kernel-level replays: " + d.error().message};
   for (const auto& m : d->ranks) {
     if (m.rank == rep.rank && m.role == diff::Role::origin && m.scope.rfind(layer.scope, 0) == 0) {

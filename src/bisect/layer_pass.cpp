@@ -104,13 +104,13 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
   std::string first_replay;  // the first replay of A: later attempts are compared with it too
   int attempt = 0;
   for (; attempt < budget; ++attempt) {
-    const std::string out_a = s.path("layer-A-" + n(attempt) + ".jsonl");
-    const std::string out_b = s.path("layer-B-" + n(attempt) + ".jsonl");
-    std::string second_out = s.repeat_a ? s.path("layer-A-" + n(attempt) + "-again.jsonl") : out_b;
+    const std::string out_a = s.path("layer-A-" + n(attempt));
+    const std::string out_b = s.path("layer-B-" + n(attempt));
+    std::string second_out = s.repeat_a ? s.path("layer-A-" + n(attempt) + "-again") : out_b;
     for (auto [side, out] : {std::pair{&std::as_const(s.a), out_a}, std::pair{&s.second(), second_out}}) {
       if (auto r = s.replay("layer", *side, {{"DTRACE_REPLAY_STEP", n(rep.step)},
                                              {"DTRACE_LEVEL", "layer"},
-                                             {"DTRACE_OUT", out}});
+                                             {"DTRACE_OUT_DIR", out}});
           !r) {
         return r.error();
       }
@@ -133,10 +133,10 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       if (*earlier) return std::optional<Suspect>{};
       if (s.repeat_a) {
         // B's replay served the restore check; the step is now A's, repeated.
-        second_out = s.path("layer-A-0-again.jsonl");
+        second_out = s.path("layer-A-0-again");
         if (auto r = s.replay("layer", s.a, {{"DTRACE_REPLAY_STEP", n(rep.step)},
                                              {"DTRACE_LEVEL", "layer"},
-                                             {"DTRACE_OUT", second_out}});
+                                             {"DTRACE_OUT_DIR", second_out}});
             !r) {
           return r.error();
         }

@@ -40,9 +40,11 @@ Result<Side> plan_side(const Options& options, char name, const std::string& run
   if (!replay.is_object() || !replay.contains("argv")) {
     return Error{who + " declares no replay command in its header; give one with --replay 'ARGV'"};
   }
-  if (replay.value("protocol", std::string()) != "dtrace-replay/1") {
-    return Error{who + " declares replay protocol \"" + replay.value("protocol", std::string()) +
-                 "\"; this dtrace speaks dtrace-replay/1"};
+  // Minor versions extend 1.0 compatibly (1.1: several processes, one replay).
+  if (const std::string protocol = replay.value("protocol", std::string());
+      protocol != "dtrace-replay/1" && !protocol.starts_with("dtrace-replay/1.")) {
+    return Error{who + " declares replay protocol \"" + protocol +
+                 "\"; this dtrace speaks dtrace-replay/1 (and its minor versions, 1.1)"};
   }
   const nlohmann::json& argv = replay["argv"];
   if (!argv.is_array() || argv.empty()) return Error{who + ": header field replay.argv must be a non-empty array"};

@@ -30,6 +30,24 @@ std::string_view basis_name(Basis basis) {
   return "unknown";
 }
 
+namespace {
+
+// The last `count` lines of `text`: what a person reads first of a failure.
+std::string last_lines(const std::string& text, int count) {
+  std::size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return {};
+  std::size_t begin = end + 1;
+  for (int i = 0; i < count && begin > 0; ++i) {
+    const std::size_t newline = text.rfind('\n', begin - 1);
+    begin = newline == std::string::npos ? 0 : newline;
+    if (newline == std::string::npos) break;
+  }
+  if (begin > 0 || text[begin] == '\n') ++begin;
+  return text.substr(begin, end + 1 - begin);
+}
+
+}  // namespace
+
 Session::Session(const Options& opts, const Progress& progress, const StageNote& note, Report& rep)
     : options(opts), report(rep), progress_(progress), note_(note) {}
 
@@ -66,13 +84,31 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   record.side = side.name;
   record.argv = side.argv;
   record.env = variables;
-  if (progress_) progress_(record, false);
   replay::Command command;
   command.argv = side.argv;
   command.env = side.env;
   command.env.insert(command.env.end(), variables.begin(), variables.end());
   command.cwd = side.cwd;
   command.timeout_s = options.timeout_s;
+  // dtrace-replay/1.1 (man/dtrace-fp.5): the replay's directory, where each
+  // process of a job started through a launcher writes its rank's records and
+  // status; a one-process workload writes DTRACE_OUT inside it. Either way the
+  // directory is read as the replay's output, one run.
+  if (const auto dir = std::find_if(variables.begin(), variables.end(),
+                                    [](const auto& v) { return v.first == "DTRACE_OUT_DIR"; });
+      dir != variables.end()) {
+    std::error_code ec;
+    fs::create_directories(dir->second, ec);
+    if (ec) return Error{dir->second + ": cannot create the replay's directory: " + ec.message()};
+    command.env.emplace_back("DTRACE_OUT", dir->second + "/replay.jsonl");
+    record.env.emplace_back("DTRACE_OUT", dir->second + "/replay.jsonl");
+    command.rank_dir = dir->second;
+  }
+  if (progress_) progress_(record, false);
+  // What a launcher killed mid-replay leaves in TMPDIR goes with the workdir.
+  std::error_code ec;
+  fs::create_directories(path("tmp"), ec);
+  if (!ec) command.env.emplace_back("TMPDIR", path("tmp"));
   auto outcome = options.runner ? options.runner(command) : replay::run(command);
   if (!outcome) return Error{"replay of run " + std::string(1, side.name) + " (" + stage + "): " +
                              outcome.error().message};
@@ -84,7 +120,12 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   if (!outcome->ok()) {
     std::string message = "replay of run " + std::string(1, side.name) + " (" + stage + ") failed: " +
                           outcome->describe();
-    if (!outcome->stderr_tail.empty()) message += "; its stderr ends with:\n" + outcome->stderr_tail;
+    if (const std::string said = last_lines(outcome->relevant_stderr(), 10); !said.empty()) {
+      message += "; " + (outcome->faults.empty() || outcome->faults.front().stderr_tail.empty()
+                             ? std::string("its stderr")
+                             : "rank " + std::to_string(outcome->faults.front().rank) + "'s stderr") +
+                 " ends with:\n" + said;
+    }
     return Error{message};
   }
   if (auto r = check_replay_log(stage, side, variables); !r) return r;
@@ -94,18 +135,25 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   return complied;
 }
 
-// A replay that exits 0 must have written a log to DTRACE_OUT that opens as a
-// dtrace-fp/1 run; saying so here names the workload as the culprit, where a
-// later read would only name a temporary file that is gone by then.
+// A replay that exits 0 must have written a log to its directory (DTRACE_OUT
+// or the ranks' files) that opens as a dtrace-fp/1 run; saying so here names
+// the workload as the culprit, where a later read would only name a temporary
+// file that is gone by then.
 Result<void> Session::check_replay_log(const std::string& stage, const Side& side,
                                        const Variables& variables) const {
   const auto out = std::find_if(variables.begin(), variables.end(),
-                                [](const auto& v) { return v.first == "DTRACE_OUT"; });
+                                [](const auto& v) { return v.first == "DTRACE_OUT_DIR"; });
   if (out == variables.end()) return {};
   const std::string who = "replay of run " + std::string(1, side.name) + " (" + stage + ")";
   std::error_code ec;
-  if (!fs::exists(out->second, ec) || fs::file_size(out->second, ec) == 0 || ec) {
-    return Error{who + " exited 0 but wrote nothing to DTRACE_OUT; does the workload speak dtrace-replay/1?"};
+  bool wrote = false;
+  for (fs::directory_iterator it(out->second, ec), end; !ec && it != end; it.increment(ec)) {
+    wrote = wrote || (it->path().extension() == ".jsonl" && it->is_regular_file(ec) &&
+                      fs::file_size(it->path(), ec) > 0);
+  }
+  if (!wrote) {
+    return Error{who + " exited 0 but wrote nothing to DTRACE_OUT (or DTRACE_OUT_DIR/rank<r>.jsonl); "
+                       "does the workload speak dtrace-replay/1?"};
   }
   if (auto reader = log::RunReader::open(out->second); !reader) {
     return Error{who + " wrote a log dtrace cannot read: " + reader.error().message};
@@ -118,7 +166,7 @@ Variables isolation_variables(const std::string& step, const std::string& scope,
   Variables v{{"DTRACE_REPLAY_STEP", step}, {"DTRACE_LEVEL", "kernel"}, {"DTRACE_SCOPE", scope},
               {"DTRACE_ISOLATE", isolate}};
   if (occurrence > 0) v.emplace_back("DTRACE_OCCURRENCE", std::to_string(occurrence));
-  v.insert(v.end(), {{"DTRACE_INPUTS", inputs}, {"DTRACE_REPEAT", std::to_string(k)}, {"DTRACE_OUT", out}});
+  v.insert(v.end(), {{"DTRACE_INPUTS", inputs}, {"DTRACE_REPEAT", std::to_string(k)}, {"DTRACE_OUT_DIR", out}});
   return v;
 }
 

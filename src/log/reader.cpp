@@ -65,7 +65,7 @@ class FileCursor {
       if (!is_open() || !has_buffer()) {
         if (auto r = reopen(); !r) return r.error();
       }
-      char* data = buffer_.data();
+      char* data = buffer_.get();
       const char* newline =
           static_cast<const char*>(std::memchr(data + begin_, '\n', end_ - begin_));
       if (newline == nullptr && !eof_) {
@@ -89,7 +89,12 @@ class FileCursor {
         line.text.remove_prefix(3);  // a UTF-8 byte-order mark some editors add
         saw_bom_ = true;
       }
-      if (line.text.find_first_not_of(" \t") == std::string_view::npos) continue;
+      // Blank lines are skipped. A record starts with '{', so the scan (a call
+      // into libc per character) is only needed when the first byte is blank.
+      if (line.text.empty() || ((line.text[0] == ' ' || line.text[0] == '\t') &&
+                                line.text.find_first_not_of(" \t") == std::string_view::npos)) {
+        continue;
+      }
       return std::optional<Line>{line};
     }
   }
@@ -100,18 +105,19 @@ class FileCursor {
   const std::string& path() const { return path_; }
   std::uint32_t index() const { return index_; }
 
-  bool has_buffer() const { return !buffer_.empty(); }
+  bool has_buffer() const { return buffer_ != nullptr; }
 
   // Releases the buffer, keeping the descriptor; the next read resumes at the
   // first byte not yet consumed.
   void park() {
-    if (buffer_.empty()) return;
+    if (buffer_ == nullptr) return;
     const std::uint64_t consumed = file_offset_ - (end_ - begin_) - resume_at_;
     resume_at_ += consumed;
     file_offset_ = resume_at_;
     read_size_ = std::clamp<std::size_t>((2 * consumed + kMinReadSize - 1) / kMinReadSize * kMinReadSize,
                                          kMinReadSize, max_read_);
-    std::vector<char>().swap(buffer_);
+    buffer_.reset();
+    capacity_ = 0;
     begin_ = end_ = 0;
     eof_ = false;
   }
@@ -137,7 +143,12 @@ class FileCursor {
       if (fd_ < 0) return Error{path_ + ": cannot open: " + errno_text()};
     }
     file_offset_ = resume_at_;
-    buffer_.assign(read_size_ + kLinePadding, '\0');
+    // Left uninitialised: reads fill it, and fill() zeroes the padding after
+    // the bytes read (zero-filling the whole buffer cost more than parsing a
+    // small run's first steps).
+    capacity_ = read_size_;
+    buffer_ = std::make_unique_for_overwrite<char[]>(capacity_ + kLinePadding);
+    std::memset(buffer_.get(), 0, kLinePadding);
     begin_ = end_ = 0;
     eof_ = false;
     return {};
@@ -147,21 +158,27 @@ class FileCursor {
   // growing the buffer for a long line.
   Result<void> fill() {
     if (begin_ > 0) {
-      std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+      std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
       end_ -= begin_;
       begin_ = 0;
     }
-    if (buffer_.size() - kLinePadding - end_ < read_size_ / 2) {
+    if (capacity_ - end_ < read_size_ / 2) {
       if (end_ > kMaxLine) {
         return Error{path_ + ":" + std::to_string(line_number_ + 1) + ": line longer than " +
                      std::to_string(kMaxLine >> 20) + " MiB: not a dtrace-fp/1 record"};
       }
-      buffer_.resize(std::max(buffer_.size() * 2, read_size_ + kLinePadding));
+      // Only the unread bytes move to the larger buffer; the rest is left
+      // uninitialised for the read to fill.
+      const std::size_t grown = std::max(capacity_ * 2, read_size_);
+      auto larger = std::make_unique_for_overwrite<char[]>(grown + kLinePadding);
+      std::memcpy(larger.get(), buffer_.get(), end_);
+      buffer_ = std::move(larger);
+      capacity_ = grown;
     }
-    const std::size_t room = buffer_.size() - kLinePadding - end_;
+    const std::size_t room = capacity_ - end_;
     ssize_t got;
     do {
-      got = ::pread(fd_, buffer_.data() + end_, room, static_cast<off_t>(file_offset_));
+      got = ::pread(fd_, buffer_.get() + end_, room, static_cast<off_t>(file_offset_));
     } while (got < 0 && errno == EINTR);
     if (got < 0) return Error{path_ + ": read failed: " + errno_text()};
     if (got == 0) eof_ = true;
@@ -169,14 +186,17 @@ class FileCursor {
     if (static_cast<std::size_t>(got) == room) read_size_ = std::min(read_size_ * 2, max_read_);
     end_ += static_cast<std::size_t>(got);
     file_offset_ += static_cast<std::uint64_t>(got);
-    std::memset(buffer_.data() + end_, 0, kLinePadding);
+    std::memset(buffer_.get() + end_, 0, kLinePadding);
     return {};
   }
 
   std::string path_;
   std::uint32_t index_;
   int fd_ = -1;
-  std::vector<char> buffer_;
+  // Read bytes are [begin_, end_); capacity_ bytes for reads, then kLinePadding
+  // bytes the parser may read past a line's end, zeroed after each read.
+  std::unique_ptr<char[]> buffer_;
+  std::size_t capacity_ = 0;
   std::size_t begin_ = 0, end_ = 0;
   std::uint64_t file_offset_ = 0;
   std::uint64_t resume_at_ = 0;

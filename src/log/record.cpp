@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace dtrace::log {
 
 std::string_view io_name(Io io) {
@@ -68,6 +72,7 @@ Digest Digest::from_u64(std::uint64_t value, std::uint8_t digits) {
 
 namespace {
 
+#if !defined(__SSE2__)
 // Eight hex digits (first digit in the lowest byte, as read from memory on a
 // little-endian machine) to their 32-bit value; false if any byte is not a
 // hex digit. Branch-free SWAR: the hot path of reading a log is one 16-digit
@@ -92,11 +97,43 @@ bool hex8(std::uint64_t chunk, std::uint32_t& out) {
   out = static_cast<std::uint32_t>(v);
   return true;
 }
+#else
+// Sixteen hex digits (most significant first) to their value; false if any
+// byte is not a hex digit. The same rules as hex8, on all sixteen bytes at
+// once in one SSE2 register (every x86-64 has it): about a fifth of the
+// instructions of two hex8 calls, on the line every tensor record has.
+bool hex16(const char* text, std::uint64_t& out) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text));
+  const __m128i zero = _mm_setzero_si128();
+  // Byte - '0' is at most 9 (unsigned) exactly for '0'..'9'; (byte | 0x20) -
+  // 'a' at most 5 exactly for 'a'..'f' and 'A'..'F'. Saturating subtraction of
+  // the bound leaves zero only within it.
+  const __m128i digit = _mm_sub_epi8(x, _mm_set1_epi8('0'));
+  const __m128i letter = _mm_sub_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('a'));
+  const __m128i is_digit = _mm_cmpeq_epi8(_mm_subs_epu8(digit, _mm_set1_epi8(9)), zero);
+  const __m128i is_letter = _mm_cmpeq_epi8(_mm_subs_epu8(letter, _mm_set1_epi8(5)), zero);
+  if (_mm_movemask_epi8(_mm_or_si128(is_digit, is_letter)) != 0xffff) return false;
+  const __m128i nibbles = _mm_or_si128(_mm_and_si128(is_digit, digit),
+                                       _mm_and_si128(is_letter, _mm_add_epi8(letter, _mm_set1_epi8(10))));
+  // 16-bit lanes hold two digits, the first in the low byte: first << 4 | second.
+  const __m128i pairs = _mm_and_si128(_mm_or_si128(_mm_slli_epi16(nibbles, 4), _mm_srli_epi16(nibbles, 8)),
+                                      _mm_set1_epi16(0x00ff));
+  // Eight bytes, the most significant first in memory: byte-swap to the value.
+  out = __builtin_bswap64(static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm_packus_epi16(pairs, pairs))));
+  return true;
+}
+#endif
 
 }  // namespace
 
 bool parse_digest(std::string_view text, Digest& out) {
   if (text.size() == 16) {  // every xxh3-64k/1 hash
+#if defined(__SSE2__)
+    std::uint64_t value;
+    if (!hex16(text.data(), value)) return false;
+    out = Digest{0, value, 16};
+    return true;
+#else
     std::uint64_t first, second;
     std::memcpy(&first, text.data(), 8);
     std::memcpy(&second, text.data() + 8, 8);
@@ -104,6 +141,7 @@ bool parse_digest(std::string_view text, Digest& out) {
     if (!hex8(first, hi) || !hex8(second, lo)) return false;
     out = Digest{0, (std::uint64_t{hi} << 32) | lo, 16};
     return true;
+#endif
   }
   if (text.empty() || text.size() > 32) return false;
   Digest d;

@@ -57,12 +57,20 @@ void append_capture_line(std::string& out, const log::Record& record, std::strin
 
 CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
                                 std::optional<std::int64_t> step) {
-  const std::string index_path = join(dir, kCaptureIndex);
-  if (!fs::is_regular_file(index_path)) {
-    throw RecorderError("DTRACE_INPUTS=" + dir + ": no " + std::string(kCaptureIndex) +
-                        " there (not a capture directory)");
+  // The index is capture.jsonl, or one capture.rank<r>.jsonl per process of a
+  // job of several (dtrace-replay/1.1), read together as one log.
+  // The directory holds nothing else named *.jsonl, so it is read as a run.
+  bool indexed = false;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    indexed = indexed || (name.starts_with("capture") && name.ends_with(".jsonl"));
   }
-  auto reader = log::RunReader::open(index_path);
+  if (!indexed) {
+    throw RecorderError("DTRACE_INPUTS=" + dir + ": no " + std::string(kCaptureIndex) +
+                        " (or capture.rank<r>.jsonl) there (not a capture directory)");
+  }
+  auto reader = log::RunReader::open(dir);
   if (!reader) throw RecorderError(reader.error().message);
 
   CaptureIndex index;

@@ -36,7 +36,8 @@ void append_capture_line(std::string& out, const log::Record& record, std::strin
 // One rank's captured tensors, read from a capture directory, found by identity.
 class CaptureIndex {
  public:
-  // Reads dir/capture.jsonl and keeps `rank`'s records of `step`, or of the
+  // Reads the index (dir/capture.jsonl, or capture.rank<r>.jsonl per process
+  // under dtrace-replay/1.1, all together) and keeps `rank`'s records of `step`, or of the
   // rank's first complete step when no step is given (a capture holds the one
   // replayed step). Throws RecorderError naming the file on unreadable input.
   static CaptureIndex load(const std::string& dir, std::int32_t rank,

@@ -4,6 +4,9 @@
 // log as whole lines at end_step(), so a crash leaves complete lines plus at
 // most one partial line, and ranks sharing a replay's DTRACE_OUT never tear
 // each other's lines. Where the lines go is decided once, at open():
+//   DTRACE_OUT_DIR set           -> <dir>/rank<r>.jsonl, the rank's own file
+//                                   (dtrace-replay/1.1: one replay, several
+//                                   processes, man/dtrace-fp.5);
 //   DTRACE_OUT set               -> that file, shared by the process's ranks;
 //   otherwise, replaying         -> nowhere (the run directory is the user's);
 //   otherwise                    -> <run_dir>/rank<r>.jsonl, a new file, where
@@ -21,6 +24,7 @@
 #include "log/writer.hpp"
 #include "recorder/capture.hpp"
 #include "recorder/sink.hpp"
+#include "recorder/status.hpp"
 
 namespace dtrace {
 
@@ -34,7 +38,7 @@ namespace fs = std::filesystem;
 using recording::CaptureIndex;
 using recording::LogSink;
 
-constexpr std::string_view kReplayProtocol = "dtrace-replay/1";
+constexpr std::string_view kReplayProtocol = "dtrace-replay/1.1";
 
 log::Io to_log_io(RecordIo io) {
   switch (io) {
@@ -128,7 +132,8 @@ void check_options(const RunOptions& options, const ReplayRequest& request) {
                             std::to_string(options.world_size),
                         Kind::argument);
   }
-  if (!request.out && !request.is_replay() && options.run_dir.empty() && !request.run_dir) {
+  if (!request.out && !request.out_dir && !request.is_replay() && options.run_dir.empty() &&
+      !request.run_dir) {
     throw RecorderError("no run directory given (RunOptions.run_dir) and no DTRACE_OUT",
                         Kind::argument);
   }
@@ -141,16 +146,29 @@ class RankRecorder final : public Recorder {
     check_options(options, request);
     if (request.step) fast_forward_until_ = *request.step;
     const std::string header = header_line(options, level_);
-    if (request.out) {
+    const std::string rank_name = "rank" + std::to_string(rank_);
+    if (request.out_dir) {
+      create_directory(*request.out_dir, "DTRACE_OUT_DIR");
+      log_ = LogSink::create((fs::path(*request.out_dir) / (rank_name + ".jsonl")).string(), header);
+    } else if (request.out) {
       log_ = LogSink::open_shared(*request.out, header, "DTRACE_OUT");
     } else if (!request.is_replay()) {
       log_ = LogSink::create(rank_file(options), header);
     }
+    // dtrace watches each rank of a job it started through these.
+    if (const auto& dir = request.out_dir ? request.out_dir : request.run_dir) {
+      create_directory(*dir, request.out_dir ? "DTRACE_OUT_DIR" : "DTRACE_RUN_DIR");
+      status_.emplace((fs::path(*dir) / (rank_name + ".status")).string());
+    }
     if (request.capture) {
       create_directory(*request.capture, "DTRACE_CAPTURE");
-      capture_ =
-          LogSink::open_shared((fs::path(*request.capture) / recording::kCaptureIndex).string(),
-                               header, "DTRACE_CAPTURE");
+      const fs::path capture(*request.capture);
+      // Under 1.1 every process writes its own index; the tensor files are
+      // named from the rank already and share the directory.
+      capture_ = request.out_dir
+                     ? LogSink::create((capture / ("capture." + rank_name + ".jsonl")).string(), header)
+                     : LogSink::open_shared((capture / recording::kCaptureIndex).string(), header,
+                                            "DTRACE_CAPTURE");
     }
     if (request.inputs) inputs_ = CaptureIndex::load(*request.inputs, rank_, request.step);
   }
@@ -225,6 +243,7 @@ class RankRecorder final : public Recorder {
     seq_ = 0;
     captured_ = 0;
     chain_.begin(chain_previous_, step);
+    if (status_) status_->progress(step, 0);
   }
 
   void end_step() override {
@@ -318,6 +337,7 @@ class RankRecorder final : public Recorder {
 
  protected:
   void push_scope(std::string_view part) override {
+    if (status_ && step_) status_->progress(*step_, seq_);
     scope_lengths_.push_back(scope_.size());
     if (part.empty()) return;
     if (!scope_.empty()) scope_ += '/';
@@ -416,6 +436,7 @@ class RankRecorder final : public Recorder {
   std::shared_ptr<LogSink> log_;      // null: a replay without DTRACE_OUT records nowhere
   std::shared_ptr<LogSink> capture_;  // null: no DTRACE_CAPTURE
   std::optional<CaptureIndex> inputs_;
+  std::optional<recording::StatusFile> status_;  // under DTRACE_OUT_DIR or DTRACE_RUN_DIR
 
   std::string scope_;
   std::vector<std::size_t> scope_lengths_;  // scope_'s length before each push

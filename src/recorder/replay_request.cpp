@@ -23,6 +23,8 @@ constexpr const char* kVariables[] = {
     "DTRACE_OUT",     "DTRACE_REPLAY_STEP", "DTRACE_LEVEL",  "DTRACE_SCOPE",
     "DTRACE_CAPTURE", "DTRACE_ISOLATE",     "DTRACE_INPUTS", "DTRACE_REPEAT",
     "DTRACE_OCCURRENCE",
+    // dtrace-replay/1.1: several processes, one replay.
+    "DTRACE_OUT_DIR",
     // dtrace's workflow extensions (dtrace verify, dtrace tax).
     "DTRACE_RUN_DIR", "DTRACE_CHECKPOINT_DIR", "DTRACE_STOP_AT", "DTRACE_RESUME_AT",
     "DTRACE_DETERMINISTIC",
@@ -125,6 +127,7 @@ ReplayRequest ReplayRequest::from_environment() {
 ReplayRequest ReplayRequest::from_variables(const Variables& variables) {
   ReplayRequest request;
   request.out = lookup(variables, "DTRACE_OUT");
+  request.out_dir = lookup(variables, "DTRACE_OUT_DIR");
 
   if (auto text = lookup(variables, "DTRACE_REPLAY_STEP")) {
     auto step = parse_integer(*text);

@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -14,7 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
+#include <set>
+#include <sstream>
 
 extern char** environ;
 
@@ -115,9 +121,233 @@ std::vector<std::string> merged_environment(const std::vector<std::pair<std::str
   return out;
 }
 
+
+// ---- Ranks of a job of several processes (dtrace-replay/1.1) ----
+
+// What a rank's status file says, as read now.
+struct RankStatus {
+  int rank = 0;
+  bool exited = false;  // "exit CODE"
+  int code = 0;
+  long pid = 0;  // "running PID [STEP SEQ]"
+  std::int64_t step = -1, seq = -1;
+  std::int64_t changed_ns = 0;  // the file's mtime: when the rank last wrote it
+};
+
+std::optional<RankStatus> read_status(const std::filesystem::path& file, int rank) {
+  std::ifstream in(file);
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  std::istringstream words(line);
+  std::string word;
+  RankStatus status;
+  status.rank = rank;
+  if (!(words >> word)) return std::nullopt;
+  if (word == "exit") {
+    if (!(words >> status.code)) return std::nullopt;  // half written: read again later
+    status.exited = true;
+  } else if (word == "running") {
+    if (!(words >> status.pid) || status.pid <= 0) return std::nullopt;
+    if (std::int64_t step, seq; words >> step >> seq) {
+      status.step = step;
+      status.seq = seq;
+    }
+  } else {
+    return std::nullopt;
+  }
+  struct stat info {};
+  if (::stat(file.c_str(), &info) == 0) {
+    status.changed_ns = std::int64_t{info.st_mtim.tv_sec} * 1'000'000'000 + info.st_mtim.tv_nsec;
+  }
+  return status;
+}
+
+// Every rank<r>.status in `dir`, by rank.
+std::map<int, RankStatus> read_statuses(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<int, RankStatus> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with("rank") || !name.ends_with(".status")) continue;
+    const std::string number = name.substr(4, name.size() - 4 - 7);
+    if (number.empty() || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const int rank = std::stoi(number);
+    if (auto status = read_status(it->path(), rank)) out[rank] = *status;
+  }
+  return out;
+}
+
+// How process `pid` stands: alive, or gone; a zombie (its parent, the
+// launcher, has not reaped it yet) still tells how it ended (proc(5), field 52).
+struct ProcessEnd {
+  bool gone = false;
+  std::optional<int> wait_status;
+};
+
+ProcessEnd process_end(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!in || !std::getline(in, text)) return {true, std::nullopt};
+  const auto close = text.rfind(')');  // the command name may hold spaces and ')'
+  if (close == std::string::npos) return {true, std::nullopt};
+  std::istringstream fields(text.substr(close + 1));
+  std::string state;
+  fields >> state;
+  if (state != "Z" && state != "X") return {false, std::nullopt};
+  // Fields 4 .. 52 follow the state (field 3).
+  std::string field;
+  for (int index = 4; index <= 52 && (fields >> field); ++index) {
+    if (index == 52) return {true, std::stoi(field)};
+  }
+  return {true, std::nullopt};
+}
+
+std::string file_tail(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return {};
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(kTailBytes));
+  in.seekg(from);
+  std::string tail(static_cast<std::size_t>(size - from), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  if (from > 0) {  // start at a whole line
+    const auto newline = tail.find('\n');
+    if (newline != std::string::npos) tail.erase(0, newline + 1);
+  }
+  return tail;
+}
+
+RankFault fault_of(const RankStatus& status, const std::string& dir) {
+  RankFault fault;
+  fault.rank = status.rank;
+  fault.pid = status.pid;
+  fault.step = status.step;
+  fault.seq = status.seq;
+  fault.stderr_tail = file_tail(std::filesystem::path(dir) / ("rank" + std::to_string(status.rank) + ".stderr"));
+  return fault;
+}
+
+// The ranks that have failed by now, the first to fail first (dtrace-fp(5)):
+// "exit CODE" with CODE != 0, or "running PID" with PID gone. A process that
+// wrote "exit 0" and ended between our two reads is read again, not blamed.
+std::vector<RankFault> failed_ranks(const std::string& dir) {
+  std::vector<std::pair<std::int64_t, RankFault>> failed;
+  for (const auto& [rank, status] : read_statuses(dir)) {
+    RankFault fault = fault_of(status, dir);
+    if (status.exited) {
+      if (status.code == 0) continue;
+      fault.kind = RankFault::Kind::exited;
+      fault.code = status.code;
+      failed.emplace_back(status.changed_ns, std::move(fault));
+      continue;
+    }
+    const ProcessEnd end = process_end(status.pid);
+    if (!end.gone) continue;
+    if (auto again = read_status(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".status"), rank);
+        again && again->exited) {
+      if (again->code == 0) continue;
+      fault.kind = RankFault::Kind::exited;
+      fault.code = again->code;
+    } else if (end.wait_status && WIFSIGNALED(*end.wait_status)) {
+      fault.kind = RankFault::Kind::signaled;
+      fault.code = WTERMSIG(*end.wait_status);
+    } else if (end.wait_status && WIFEXITED(*end.wait_status) && WEXITSTATUS(*end.wait_status) != 0) {
+      fault.kind = RankFault::Kind::exited;
+      fault.code = WEXITSTATUS(*end.wait_status);
+    } else {
+      fault.kind = RankFault::Kind::vanished;
+    }
+    failed.emplace_back(status.changed_ns, std::move(fault));
+  }
+  std::stable_sort(failed.begin(), failed.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<RankFault> out;
+  for (auto& [when, fault] : failed) out.push_back(std::move(fault));
+  return out;
+}
+
+// At a timeout: the ranks still running, those furthest behind (lowest step,
+// then seq) first as hung, the others as waiting for them.
+std::vector<RankFault> hung_ranks(const std::string& dir) {
+  std::vector<RankFault> running;
+  for (const auto& [rank, status] : read_statuses(dir)) {
+    if (status.exited || process_end(status.pid).gone) continue;
+    running.push_back(fault_of(status, dir));
+  }
+  if (running.empty()) return running;
+  const auto behind = [](const RankFault& x, const RankFault& y) {
+    return std::pair{x.step, x.seq} < std::pair{y.step, y.seq};
+  };
+  std::stable_sort(running.begin(), running.end(), behind);
+  for (RankFault& fault : running) {
+    fault.kind = behind(running.front(), fault) ? RankFault::Kind::waiting : RankFault::Kind::hung;
+  }
+  return running;
+}
+
+std::string rank_list(const std::vector<const RankFault*>& faults) {
+  std::string out = faults.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(faults[i]->rank);
+  }
+  return out;
+}
+
+// Reaps what was left to us: with PR_SET_CHILD_SUBREAPER the launcher's
+// orphaned grandchildren become our children, and killed ones would otherwise
+// stay zombies under an init that does not reap.
+void reap_orphans() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
 }  // namespace
 
+std::string RankFault::describe() const {
+  const std::string who = "rank " + std::to_string(rank);
+  const std::string where =
+      step >= 0 ? " (at step " + std::to_string(step) + " after " + std::to_string(seq) + " records)" : "";
+  switch (kind) {
+    case Kind::exited: return who + " exited with status " + std::to_string(code);
+    case Kind::signaled:
+      return who + " was killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
+    case Kind::vanished:
+      return who + " ended without writing its exit status (process " + std::to_string(pid) +
+             " is gone: killed by a signal, or it exited without its recorder)";
+    case Kind::hung: return who + " hangs" + where;
+    case Kind::waiting: return who + " was waiting" + where;
+  }
+  return who;
+}
+
+const std::string& Outcome::relevant_stderr() const {
+  if (!faults.empty() && !faults.front().stderr_tail.empty()) return faults.front().stderr_tail;
+  return stderr_tail;
+}
+
 std::string Outcome::describe() const {
+  if (!faults.empty()) {
+    std::vector<const RankFault*> named, others;
+    for (const RankFault& fault : faults) {
+      const bool first = timed_out ? fault.kind == RankFault::Kind::hung : &fault == &faults.front();
+      (first ? named : others).push_back(&fault);
+    }
+    std::string text;
+    if (timed_out) {
+      text = "timed out after " + std::to_string(static_cast<long>(seconds)) + " s: ";
+      for (std::size_t i = 0; i < named.size(); ++i) text += (i > 0 ? "; " : "") + named[i]->describe();
+      if (!others.empty()) text += "; " + rank_list(others) + " waited for it";
+      return text;
+    }
+    text = named.front()->describe();
+    if (!others.empty()) text += " (then " + rank_list(others) + " failed too)";
+    return text;
+  }
   if (timed_out) return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s";
   if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
   return "exit " + std::to_string(exit_code);
@@ -144,6 +374,8 @@ Result<Outcome> run(const Command& command) {
     return Error{std::string("cannot create a pipe: ") + std::strerror(errno)};
   }
   const StopSignals stop_signals;
+  // The launcher's orphaned grandchildren come to us to be reaped, not to init.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) return Error{std::string("cannot fork: ") + std::strerror(errno)};
@@ -185,11 +417,21 @@ Result<Outcome> run(const Command& command) {
   // keep us waiting once the workload itself has exited.
   bool pipe_open = true;
   int stopped_by = 0;
+  // The ranks' status files are read every few polls: a failed rank stops the
+  // replay at once, its siblings would otherwise wait for it until the timeout.
+  auto next_look = start;
   while (!exited) {
     if ((stopped_by = stop_signals.received()) != 0) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
       outcome.timed_out = true;
+      if (!command.rank_dir.empty()) outcome.faults = hung_ranks(command.rank_dir);
       break;
+    }
+    if (!command.rank_dir.empty() && now >= next_look) {
+      next_look = now + std::chrono::milliseconds(50);
+      outcome.faults = failed_ranks(command.rank_dir);
+      if (!outcome.faults.empty()) break;
     }
     if (pipe_open) {
       pollfd p{err_pipe[0], POLLIN, 0};
@@ -207,10 +449,15 @@ Result<Outcome> run(const Command& command) {
     ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
     for (ssize_t got; (got = ::read(err_pipe[0], buffer, sizeof buffer)) > 0;) keep(got);
   }
+  // A rank whose process is gone while the launcher says all is well failed too.
+  if (exited && outcome.faults.empty() && !command.rank_dir.empty()) {
+    outcome.faults = failed_ranks(command.rank_dir);
+  }
   // Whatever it left behind goes with it, in its group or not: no orphans.
   ::kill(-pid, SIGKILL);
   if (!exited) ::waitpid(pid, &status, 0);
   kill_tagged(tag);
+  reap_orphans();
   ::close(err_pipe[0]);
   outcome.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -224,7 +471,7 @@ Result<Outcome> run(const Command& command) {
     return Error{std::string("interrupted by signal ") + std::to_string(stopped_by) + " (" +
                  strsignal(stopped_by) + "): the workload and its processes were killed"};
   }
-  if (!outcome.timed_out) {
+  if (!outcome.timed_out) {  // after a rank failed: how the launcher ended when we killed it
     if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
   }

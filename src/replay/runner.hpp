@@ -4,8 +4,15 @@
 // When it ends, every process it started is killed: its process group, and any
 // process that left the group but still carries the replay's DTRACE_REPLAY_TAG
 // variable (a process that clears its own environment escapes this).
+//
+// A job of several processes started through its own launcher (torchrun,
+// mpirun, a script) is watched through the status files its ranks write in
+// `rank_dir` (dtrace-replay/1.1, man/dtrace-fp.5 "Several processes, one
+// replay"): the first rank that fails stops the whole replay at once, and at a
+// timeout the rank furthest behind is named as the one that hangs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +26,25 @@ struct Command {
   std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) ours
   std::string cwd;        // empty: ours
   double timeout_s = 600;
+  std::string rank_dir;   // where the ranks leave rank<r>.status and rank<r>.stderr; empty: none
+};
+
+// A rank of the job that failed, or was still running at the timeout.
+struct RankFault {
+  enum class Kind {
+    exited,    // wrote "exit CODE" with CODE != 0, or its zombie said so
+    signaled,  // its zombie says a signal ended it
+    vanished,  // its process is gone without writing how it ended
+    hung,      // still running at the timeout, furthest behind
+    waiting,   // still running at the timeout, further on (waiting for a hung rank)
+  };
+  int rank = 0;
+  Kind kind = Kind::exited;
+  int code = 0;  // the exit code, or the signal
+  long pid = 0;
+  std::int64_t step = -1, seq = -1;  // its last progress, when it said
+  std::string stderr_tail;           // the end of rank<r>.stderr, when it wrote one
+  std::string describe() const;      // "rank 1 exited with status 3", ...
 };
 
 struct Outcome {
@@ -27,8 +53,16 @@ struct Outcome {
   bool timed_out = false;  // we killed it at the timeout
   double seconds = 0;
   std::string stderr_tail;  // the last few KiB it wrote to stderr
-  bool ok() const { return !timed_out && signal == 0 && exit_code == 0; }
-  std::string describe() const;  // "exit 3", "killed by signal 11", "timed out after 5 s"
+  // Ranks that failed (the first is the one that failed first; dtrace stopped
+  // the replay then) or, after a timeout, that were still running (the hung
+  // ones first). Empty for a workload that writes no status files.
+  std::vector<RankFault> faults;
+  bool ok() const { return !timed_out && signal == 0 && exit_code == 0 && faults.empty(); }
+  // "exit 3", "killed by signal 11", "timed out after 5 s", "rank 1 exited with
+  // status 3 (ranks 0, 2 failed after it)", "timed out after 5 s: rank 1 hangs ..."
+  std::string describe() const;
+  // The stderr that explains it: the first faulty rank's own, else the command's.
+  const std::string& relevant_stderr() const;
 };
 
 // An Error only when the command could not be started at all, or when dtrace

@@ -87,18 +87,26 @@ Result<Arm> run_arm(const ArmPlan& plan, double timeout_s) {
   // DTRACE_OUT from an earlier experiment) would turn it into a replay that
   // writes no run. Empty counts as unset (dtrace-replay/1).
   for (const char* name :
-       {"DTRACE_OUT", "DTRACE_REPLAY_STEP", "DTRACE_CAPTURE", "DTRACE_ISOLATE", "DTRACE_OCCURRENCE",
-        "DTRACE_INPUTS", "DTRACE_REPEAT", "DTRACE_STOP_AT", "DTRACE_RESUME_AT"}) {
+       {"DTRACE_OUT", "DTRACE_OUT_DIR", "DTRACE_REPLAY_STEP", "DTRACE_CAPTURE", "DTRACE_ISOLATE",
+        "DTRACE_OCCURRENCE", "DTRACE_INPUTS", "DTRACE_REPEAT", "DTRACE_STOP_AT", "DTRACE_RESUME_AT"}) {
     const bool planned =
         std::ranges::any_of(plan.env, [name](const auto& v) { return v.first == name; });
     if (!planned && std::getenv(name) != nullptr) command.env.emplace_back(name, "");
   }
   command.timeout_s = timeout_s;
+  // Each process of an arm started through a launcher leaves its rank's status
+  // beside its log (dtrace-replay/1.1): a failed rank stops the arm at once.
+  command.rank_dir = plan.run_dir;
+  // What a launcher killed mid-run leaves in TMPDIR goes with the workspace.
+  const std::string tmp = (fs::path(plan.run_dir).parent_path() / "tmp").string();
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (!ec) command.env.emplace_back("TMPDIR", tmp);
   auto outcome = replay::run(command);
   if (!outcome) return Error{"arm " + plan.label + ": " + outcome.error().message};
   if (!outcome->ok()) {
     std::string message = "arm " + plan.label + " failed (" + outcome->describe() + ")";
-    const std::string said = last_line(outcome->stderr_tail);
+    const std::string said = last_line(outcome->relevant_stderr());
     if (!said.empty()) message += ": " + said;
     return Error{message};
   }

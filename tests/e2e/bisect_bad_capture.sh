@@ -7,14 +7,14 @@ mt --steps 2 --level step --nondet splitk --chaos-seed 1 --out a
 mt --steps 2 --level step --nondet splitk --chaos-seed 2 --out b
 run_dtrace 1 diff a b
 
-# replay.sh KIND: each side's own replay argv (the side is in DTRACE_OUT's
-# name), then the confirmation's captures replaced by KIND.
+# replay.sh KIND: each side's own replay argv (the side is in the replay's
+# directory name, DTRACE_OUT_DIR), then the confirmation's captures replaced by KIND.
 for side in a b; do
   head -n1 "$side/rank0.jsonl" | jq -r '.replay.argv | @sh' >"argv-$side"
 done
 cat >replay.sh <<'SH'
 #!/bin/sh
-case "$(basename "$DTRACE_OUT")" in
+case "$(basename "$DTRACE_OUT_DIR")" in
   *-A*) eval "set -- $(cat "$WORK/argv-a")" ;;
   *) eval "set -- $(cat "$WORK/argv-b")" ;;
 esac

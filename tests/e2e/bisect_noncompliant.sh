@@ -27,7 +27,7 @@ refused() {
   run_dtrace 2 bisect --json --replay "$workload $1" a b
   [ ! -s "$OUT" ] || fail "$1: a report was printed"
   grep -q "^dtrace: error: " "$ERR" || fail "$1: no error line"
-  grep "^dtrace: error: " "$ERR" | grep -qF -- "$2" || fail "$1: the error does not say: $2"
+  grep "^dtrace: error: " "$ERR" | grep -F -- "$2" >/dev/null || fail "$1: the error does not say: $2"
 }
 
 runs splitk

@@ -32,7 +32,8 @@ err_has "timed out"
 [ -z "$(ls -A "$TMPDIR")" ] || fail "temporary files left: $(ls "$TMPDIR")"
 
 run_dtrace 0 bisect --trust --keep kept a b
-[ -f kept/capture-A/capture.jsonl ] || fail "--keep did not keep the captures"
+# One capture index per rank (dtrace-replay/1.1).
+[ -f kept/capture-A/capture.rank0.jsonl ] || fail "--keep did not keep the captures"
 run_dtrace 2 bisect --trust --keep kept a b
 trouble_is "kept: --keep needs a new or empty directory"
 [ -z "$(ls -A "$TMPDIR")" ] || fail "temporary files left: $(ls "$TMPDIR")"

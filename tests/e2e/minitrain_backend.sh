@@ -33,11 +33,17 @@ elif ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
     grep -q "minitrain: error: --backend cuda: .*cuda.*failed" err.txt ||
       fail "no CUDA error for a machine without a GPU: $(cat err.txt)"
   done
-  # A replay of a multi-process job fails the same way, writing no DTRACE_OUT.
-  DTRACE_REPLAY_STEP=0 DTRACE_OUT=$WORK/replay.jsonl TMPDIR=$WORK \
+  # A replay of a multi-process job (dtrace-replay/1.1: one directory, a file
+  # per rank) fails the same way, writing no records.
+  mkdir -p "$WORK/replay"
+  DTRACE_REPLAY_STEP=0 DTRACE_OUT_DIR=$WORK/replay DTRACE_OUT=$WORK/replay/replay.jsonl TMPDIR=$WORK \
     expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks 2
-  grep -q "cuda.*failed" err.txt || fail "no CUDA error for a multi-process replay"
-  [ ! -s replay.jsonl ] || fail "a failed multi-process replay wrote DTRACE_OUT"
+  # Each rank's stderr goes to the replay's rank<r>.stderr (dtrace-fp(5)).
+  cat "$WORK"/replay/rank*.stderr >>err.txt 2>/dev/null || true
+  grep -q "cuda.*failed" err.txt || fail "no CUDA error for a multi-process replay: $(cat err.txt)"
+  for f in "$WORK"/replay/*.jsonl; do
+    [ ! -s "$f" ] || fail "a failed multi-process replay wrote records: $f"
+  done
   ! ls "$WORK" | grep -q minitrain-nccl || fail "the launcher left its bootstrap directory"
 else
   "$MINITRAIN" "${tiny[@]}" --backend cuda --out gpu >/dev/null || fail "--backend cuda failed on a GPU"

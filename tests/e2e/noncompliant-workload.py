@@ -27,7 +27,10 @@ import sys
 
 
 def side_argv(side=None):
-    out = os.path.basename(os.environ.get("DTRACE_OUT", ""))
+    # The replay's directory (DTRACE_OUT_DIR, dtrace-replay/1.1) names the side:
+    # layer-A-0, isolate-B, ...; DTRACE_OUT is <dir>/replay.jsonl inside it.
+    out = os.path.basename(os.environ.get("DTRACE_OUT_DIR", "")) or os.path.basename(
+        os.environ.get("DTRACE_OUT", ""))
     side = side or ("a" if "-A" in out else "b")
     with open(os.path.join(os.environ["WORK"], "argv-" + side)) as f:
         return [line.rstrip("\n") for line in f if line.strip()]
@@ -91,6 +94,9 @@ def same_outputs_every_repetition(path, capture):
 def main():
     mode = sys.argv[1]
     env = dict(os.environ)
+    # This wrapper speaks the single-process form (dtrace-replay/1): minitrain
+    # writes DTRACE_OUT, which the modes below rewrite.
+    env.pop("DTRACE_OUT_DIR", None)
     isolating = bool(env.get("DTRACE_ISOLATE"))
     op_alone = "::" in env.get("DTRACE_ISOLATE", "")
     # alone-repeats: both sides' op alone behaves as one deterministic op would.

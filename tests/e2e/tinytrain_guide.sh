@@ -23,7 +23,7 @@ pc="$libdir/pkgconfig/dtrace-recorder.pc"
 archive="$libdir/libdtrace_recorder.a"
 [ -f "$pc" ] || { echo "FAIL: $pc not installed"; exit 1; }
 if grep -n nlohmann "$pc"; then echo "FAIL: dtrace-recorder.pc requires nlohmann_json, which no public header uses"; exit 1; fi
-if objdump -h "$archive" | grep -q '\.debug_info'; then
+if objdump -h "$archive" | grep '\.debug_info' >/dev/null; then
   echo "FAIL: the installed $archive carries debug information ($(stat -c %s "$archive") bytes)"
   exit 1
 fi
@@ -41,7 +41,7 @@ for p in libxxhash simdjson; do
 done
 # A sanitizer build's archive needs the sanitizer runtime: the program is then
 # compiled with the same sanitizers, as its users would be (the guide's `c++`).
-if nm -A "$archive" 2>/dev/null | grep -q __asan_report; then
+if nm -A "$archive" 2>/dev/null | grep __asan_report >/dev/null; then
   printf '#!/bin/sh\nexec %s -fsanitize=address,undefined "$@"\n' "$(command -v c++)" >"$scratch/bin/c++"
   chmod +x "$scratch/bin/c++"
 fi

@@ -2,8 +2,11 @@
 // through the same log::Writer the recorder uses. Every record's hash is the
 // fingerprint of a small deterministic buffer, so two invocations with the same
 // arguments write byte-identical runs; --diverge plants one differing record.
+// A step is the layers' records (forward, then backward) and a loss;
+// --records N keeps only the first N-1 layer records before the loss, the
+// shape of a long step-level run (many small steps: per-step cost dominates).
 //
-//   make_run DIR --ranks 8 --steps 100 --layers 24 [--diverge STEP:RANK:SEQ]
+//   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ]
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -28,16 +31,18 @@ long arg_value(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--diverge STEP:RANK:SEQ]\n");
+    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ]\n");
     return 2;
   }
   std::string dir = argv[1];
   long ranks = 8, steps = 100, layers = 24;
+  long records = 0;  // 0: every layer record
   long div_step = -1, div_rank = -1, div_seq = -1;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ranks")) ranks = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--steps")) steps = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--layers")) layers = arg_value(i, argc, argv);
+    else if (!std::strcmp(argv[i], "--records")) records = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--diverge") && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%ld:%ld:%ld", &div_step, &div_rank, &div_seq) != 3) return 2;
     } else {
@@ -67,6 +72,7 @@ int main(int argc, char** argv) {
       std::int64_t seq = 0;
       std::string scope;
       auto emit = [&](const std::string& sc, const char* op, dtrace::log::Io io, const char* name) {
+        if (records > 0 && seq >= records - 1) return;  // room left for the loss only
         std::uint64_t words[3] = {static_cast<std::uint64_t>(s), static_cast<std::uint64_t>(seq),
                                   static_cast<std::uint64_t>(r)};
         if (s == div_step && r == div_rank && seq == div_seq) words[0] ^= 0x5a5a;

@@ -1,5 +1,6 @@
 #include "launcher.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,54 +61,6 @@ void apply_process_environment(Config& config) {
   config.bootstrap_dir = dir;
 }
 
-namespace {
-
-// Appends `from` to `to`, without its first line unless `with_header`.
-void append_log(std::ofstream& to, const std::string& from, bool with_header) {
-  std::ifstream in(from, std::ios::binary);
-  if (!in) throw Error("cannot read the rank log " + from);
-  std::string line;
-  bool first = true;
-  while (std::getline(in, line)) {
-    if (!first || with_header) to << line << '\n';
-    first = false;
-  }
-}
-
-}  // namespace
-
-void merge_logs(const std::vector<std::string>& parts, const std::string& out) {
-  std::ofstream to(out, std::ios::binary | std::ios::trunc);
-  if (!to) throw Error("cannot write " + out);
-  bool header = true;
-  for (const std::string& part : parts) {
-    std::error_code ec;
-    if (!fs::exists(part, ec)) continue;
-    append_log(to, part, header);
-    header = false;
-  }
-  if (!to.flush()) throw Error("cannot write " + out);
-}
-
-void merge_captures(const std::vector<std::string>& parts, const std::string& out) {
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) throw Error("DTRACE_CAPTURE " + out + ": cannot create directory: " + ec.message());
-  std::vector<std::string> indexes;
-  for (const std::string& part : parts) {
-    if (!fs::is_directory(part, ec)) continue;
-    for (const auto& entry : fs::directory_iterator(part)) {
-      if (entry.path().filename() == "capture.jsonl") {
-        indexes.push_back(entry.path().string());
-        continue;
-      }
-      fs::rename(entry.path(), fs::path(out) / entry.path().filename(), ec);
-      if (ec) throw Error("cannot move " + entry.path().string() + " to " + out);
-    }
-  }
-  if (!indexes.empty()) merge_logs(indexes, (fs::path(out) / "capture.jsonl").string());
-}
-
 int launch_processes(const Config& config, const std::string& executable, char** argv,
                      const dtrace::ReplayRequest& request) {
   std::error_code ec;
@@ -115,9 +68,13 @@ int launch_processes(const Config& config, const std::string& executable, char**
     throw Error("run directory " + config.out +
                 " exists; refusing to overwrite it (choose a new --out)");
   }
-  if (request.out && fs::exists(*request.out, ec) && fs::file_size(*request.out, ec) > 0) {
-    throw Error("DTRACE_OUT " + *request.out +
-                " exists and is not empty; refusing to overwrite it");
+  // Each process writes its own rank's records, status and capture index
+  // (dtrace-replay/1.1, man/dtrace-fp.5): there is nothing to merge. One file
+  // for the whole job (1.0) would take merging, which this launcher no longer does.
+  if ((request.out || request.capture) && !request.out_dir) {
+    throw Error(std::string(request.out ? "DTRACE_OUT" : "DTRACE_CAPTURE") +
+                " without DTRACE_OUT_DIR: a job of several processes answers a replay with "
+                "one file per rank (dtrace-replay/1.1, which dtrace speaks); set DTRACE_OUT_DIR");
   }
   std::string pattern = (fs::temp_directory_path() / "minitrain-nccl.XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) throw Error("cannot create a bootstrap directory");
@@ -130,9 +87,15 @@ int launch_processes(const Config& config, const std::string& executable, char**
       fs::remove_all(path, ignored);
     }
   } remove{bootstrap};
-  auto part = [&](const char* kind, int r) {
-    return (bootstrap / (std::string(kind) + ".rank" + std::to_string(r))).string();
-  };
+  // Under a replay each rank's stderr goes beside its status, where dtrace
+  // shows its last lines if the rank fails.
+  std::vector<std::string> stderr_files;
+  for (int r = 0; r < config.ranks; ++r) {
+    stderr_files.push_back(request.out_dir ? (fs::path(*request.out_dir) /
+                                              ("rank" + std::to_string(r) + ".stderr"))
+                                                 .string()
+                                           : std::string());
+  }
 
   // Each rank's environment, made before fork: between fork and exec the child
   // may only make async-signal-safe calls (no malloc: another thread may have
@@ -141,17 +104,10 @@ int launch_processes(const Config& config, const std::string& executable, char**
   for (int r = 0; r < config.ranks; ++r) {
     std::vector<std::string> env{"MINITRAIN_RANK=" + std::to_string(r),
                                  "MINITRAIN_BOOTSTRAP=" + bootstrap.string()};
-    // Each process writes its own replay log and capture; merged below.
-    if (request.out) env.push_back("DTRACE_OUT=" + part("out", r));
-    if (request.capture) env.push_back("DTRACE_CAPTURE=" + part("capture", r));
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view entry(*e);
       const auto name = entry.substr(0, entry.find('=') + 1);
-      if (name != "MINITRAIN_RANK=" && name != "MINITRAIN_BOOTSTRAP=" &&
-          !(request.out && name == "DTRACE_OUT=") &&
-          !(request.capture && name == "DTRACE_CAPTURE=")) {
-        env.emplace_back(entry);
-      }
+      if (name != "MINITRAIN_RANK=" && name != "MINITRAIN_BOOTSTRAP=") env.emplace_back(entry);
     }
     environments.push_back(std::move(env));
   }
@@ -167,6 +123,11 @@ int launch_processes(const Config& config, const std::string& executable, char**
     const pid_t pid = fork();
     if (pid < 0) break;
     if (pid == 0) {
+      const std::string& stderr_file = stderr_files[static_cast<std::size_t>(r)];
+      if (!stderr_file.empty()) {
+        const int fd = open(stderr_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) dup2(fd, STDERR_FILENO);
+      }
       execve(executable.c_str(), argv, envps[static_cast<std::size_t>(r)].data());
       _exit(127);
     }
@@ -189,15 +150,6 @@ int launch_processes(const Config& config, const std::string& executable, char**
       for (pid_t child : children)
         if (child != pid) kill(child, SIGTERM);
     }
-  }
-  if (!failed) {
-    std::vector<std::string> outs, captures;
-    for (int r = 0; r < config.ranks; ++r) {
-      outs.push_back(part("out", r));
-      captures.push_back(part("capture", r));
-    }
-    if (request.out) merge_logs(outs, *request.out);
-    if (request.capture) merge_captures(captures, *request.capture);
   }
   if (failed) return 2;
   if (request.isolate && ran_nothing == config.ranks) {

@@ -5,11 +5,13 @@
 // waits for them, and removes DIR. No MPI. When one rank fails the others are
 // stopped (they would wait in NCCL forever) and the launcher exits 2.
 //
-// Under the replay protocol the job still answers as one workload: each
-// process writes DTRACE_OUT and DTRACE_CAPTURE into DIR, and the launcher
-// merges them into the requested file and directory afterwards (one header,
-// each rank's lines in order); DTRACE_INPUTS is read by every process as is.
-// An isolated target that no process found exits 2, as one process would.
+// Under the replay protocol each process answers for its own rank
+// (dtrace-replay/1.1, man/dtrace-fp.5): its recorder writes
+// DTRACE_OUT_DIR/rank<r>.jsonl, rank<r>.status and capture.rank<r>.jsonl in
+// DTRACE_CAPTURE, and the launcher sends the process's stderr to
+// DTRACE_OUT_DIR/rank<r>.stderr; nothing is merged. A 1.0 replay (DTRACE_OUT
+// without DTRACE_OUT_DIR) is refused. An isolated target that no process found
+// exits 2, as one process would.
 #pragma once
 
 #include <cstddef>
@@ -24,17 +26,10 @@ namespace minitrain {
 // rank may have): not an error unless every rank says so.
 inline constexpr int kExitNothingIsolated = 3;
 
-// Merges the rank logs `parts` (each a dtrace-fp/1 file with its header) into
-// `out`: the first part's header, then every part's records in order.
-void merge_logs(const std::vector<std::string>& parts, const std::string& out);
-// Merges capture directories into `out` (created): their files moved, their
-// capture.jsonl indexes merged as merge_logs does.
-void merge_captures(const std::vector<std::string>& parts, const std::string& out);
-
 // Runs the job; returns the exit status (0, or 2 when a rank failed: it said
 // why on stderr). `executable` is this program (re-executed with `argv`).
-// Throws Error for trouble of its own (an existing --out or DTRACE_OUT, an
-// isolated target no rank ran).
+// Throws Error for trouble of its own (an existing --out, a replay without
+// DTRACE_OUT_DIR, an isolated target no rank ran).
 int launch_processes(const Config& config, const std::string& executable, char** argv,
                      const dtrace::ReplayRequest& request);
 

@@ -1,0 +1,34 @@
+// A rank's status file (dtrace-replay/1.1, man/dtrace-fp.5 "Several processes,
+// one replay"): the line by which dtrace, watching a replay it started through
+// a launcher, tells a rank that is working from one that failed or hangs.
+//
+// "running PID STEP SEQ" from the moment the rank's recorder opens, refreshed
+// as it makes progress (dtrace names the rank furthest behind when a replay
+// hangs), and "exit CODE" when the process exits normally (glibc's on_exit
+// hands over the code). A process killed by a signal cannot write: it leaves
+// "running" with a PID that is gone, which dtrace reads as a failure too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dtrace::recording {
+
+class StatusFile {
+ public:
+  // Creates (or truncates) `path` and writes "running PID". Throws
+  // RecorderError when it cannot be created.
+  explicit StatusFile(const std::string& path);
+  ~StatusFile();
+  StatusFile(const StatusFile&) = delete;
+  StatusFile& operator=(const StatusFile&) = delete;
+
+  // Rewrites the line as "running PID STEP SEQ". Errors are ignored: a status
+  // that cannot be refreshed must not stop the training it describes.
+  void progress(std::int64_t step, std::int64_t seq);
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace dtrace::recording
