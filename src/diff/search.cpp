@@ -294,6 +294,16 @@ RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<lo
   return out;
 }
 
+// Whether a run's first file ends with a chained end record: a run written
+// without chains (an older recorder) is diffed as always, with nothing said.
+bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> intern) {
+  if (reader.files().empty()) return false;
+  auto file = RankFile::open(reader.files().front(), 0, std::move(intern));
+  if (!file) return false;
+  auto last = (*file)->last_line();
+  return last && *last && (*last)->end_record() && (*last)->parsed.chain.has_value();
+}
+
 }  // namespace
 
 SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window) {
@@ -308,6 +318,7 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
   const log::Header& ha = (*ra)->header();
   const log::Header& hb = (*rb)->header();
   if (ha.hash != hb.hash || ha.world_size != hb.world_size) return outcome;  // likewise
+  if (!carries_chains(**ra, intern) && !carries_chains(**rb, intern)) return outcome;
   if (ha.level != hb.level) {
     outcome.fallback = "the runs were recorded at different levels";
     return outcome;

@@ -19,7 +19,7 @@ build=${1:-build-release}
 ranks=${2:-64}
 steps=${3:-100000}
 . "$(dirname "$0")/release.sh"
-release_build "$build" dtrace tools/bench/make_run
+release_build "$build" ./dtrace:executable tools/bench/make_run
 work=${WORK:-/tmp/dtrace-bench-search}/$ranks-$steps
 dtrace="$build/dtrace"
 make_run="$build/tools/bench/make_run"
