@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <thread>
+#include <xxhash.h>
 
 #include "fingerprint/fingerprint.hpp"
 #include "recorder/capture.hpp"
@@ -551,4 +552,125 @@ TEST_CASE("dtrace::Scope nests with a recorder and does nothing without one") {
     dtrace::Scope none(nullptr, "ignored");
   }
   CHECK(recorder->current_scope().empty());
+}
+
+namespace {
+
+// dtrace-fp(5), "Chained step digest", written from the man page alone: the
+// log's lines read as plain JSON, the bytes assembled here, hashed by libxxhash.
+void put_u64le(std::string& out, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+void put_field(std::string& out, const std::string& text) {
+  put_u64le(out, text.size());
+  out += text;
+}
+
+std::string hex16(std::uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+// Every end record's chain, recomputed from the file's lines (one rank per file).
+std::vector<std::pair<std::string, std::string>> logged_and_recomputed(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);  // the header
+  std::vector<nlohmann::json> records;
+  std::uint64_t previous = 0;
+  std::vector<std::pair<std::string, std::string>> out;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (!j.contains("end")) {
+      records.push_back(j);
+      continue;
+    }
+    std::sort(records.begin(), records.end(),
+              [](const auto& a, const auto& b) { return a["seq"] < b["seq"]; });
+    std::string bytes;
+    put_u64le(bytes, previous);
+    put_u64le(bytes, j["step"].get<std::uint64_t>());
+    for (const auto& r : records) {
+      const std::string io = r["io"];
+      if (io != "in" && io != "out" && io != "state" && io != "metric") continue;
+      for (const char* key : {"scope", "op", "io", "name", "dtype"}) put_field(bytes, r[key]);
+      const bool scalar = r.contains("bits");
+      put_field(bytes, scalar ? "bits" : "hash");
+      put_field(bytes, r[scalar ? "bits" : "hash"]);
+      std::string shape;
+      if (r.contains("shape")) {
+        shape = "[";
+        for (std::size_t i = 0; i < r["shape"].size(); ++i) {
+          if (i != 0) shape += ",";
+          shape += std::to_string(r["shape"][i].get<std::int64_t>());
+        }
+        shape += "]";
+      }
+      put_field(bytes, shape);
+    }
+    const std::uint64_t chain = XXH3_64bits(bytes.data(), bytes.size());
+    out.emplace_back(j.value("chain", std::string("(absent)")), hex16(chain));
+    previous = chain;
+    records.clear();
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every end record carries the chained step digest dtrace-fp(5) specifies") {
+  TempDir dir;
+  auto options = options_for(dir / "run");
+  options.level = Level::kernel;
+  const std::vector<float> x{1.0f, 2.0f, 3.0f, 4.0f};
+  const std::vector<float> zero_d{5.0f};
+  {
+    auto recorder = Recorder::open(options, ReplayRequest{});
+    for (std::int64_t step : {0, 1, 3}) {
+      recorder->begin_step(step);
+      {
+        auto fwd = recorder->scope("fwd/layer.0");
+        recorder->tensor(Level::layer, "block", RecordIo::in, "x", view(x, {2, 2}));
+        recorder->tensor(Level::kernel, "gemm", RecordIo::out, "y", view(zero_d, {}));
+        recorder->tensor(Level::kernel, "gemm", RecordIo::out, "y", view(x, {4}));
+      }
+      auto at_step = recorder->scope("step");
+      recorder->scalar(Level::step, "loss", RecordIo::metric, "loss", "bf16", 0x3f80 + step, 1.0);
+      // Timing differs between runs and is not chained.
+      recorder->scalar_f64(Level::step, "time", RecordIo::timing, "step_seconds", 0.1 * step);
+      recorder->scalar_f64(Level::step, "rng", RecordIo::state, "seed", 42.0);
+      recorder->end_step();
+    }
+  }
+  const auto chains = logged_and_recomputed(dir / "run/rank0.jsonl");
+  REQUIRE(chains.size() == 3);
+  for (const auto& [logged, recomputed] : chains) CHECK(logged == recomputed);
+  CHECK(chains[0].second != chains[1].second);
+
+  // The reader hands the chain over with the step.
+  auto run = read_run(dir / "run");
+  REQUIRE(run.step(0, 3).chain.has_value());
+  CHECK(hex16(*run.step(0, 3).chain) == chains[2].first);
+}
+
+TEST_CASE("the chain ignores timing records: runs differing only in step time chain alike") {
+  TempDir dir;
+  for (const char* name : {"a", "b"}) {
+    auto options = options_for(dir / name);
+    auto recorder = Recorder::open(options, ReplayRequest{});
+    for (std::int64_t step = 0; step < 3; ++step) {
+      recorder->begin_step(step);
+      auto at_step = recorder->scope("step");
+      recorder->scalar_f32(Level::step, "loss", RecordIo::metric, "loss", 2.0f);
+      recorder->scalar_f64(Level::step, "time", RecordIo::timing, "step_seconds",
+                           name[0] == 'a' ? 0.5 : 0.75);
+      recorder->end_step();
+    }
+  }
+  auto a = read_run(dir / "a");
+  auto b = read_run(dir / "b");
+  CHECK(a.step(0, 2).chain == b.step(0, 2).chain);
+  CHECK(a.step(0, 2).chain != a.step(0, 1).chain);
 }

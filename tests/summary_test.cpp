@@ -104,7 +104,7 @@ TEST_CASE("a summary counts steps and records per rank and names what is unfinis
 TEST_CASE("records are kept only for the selected step and rank, in seq order") {
   TempDir dir;
   write_run(dir);
-  const RunSummary by_step = summarize(dir, Selection{3, std::nullopt});
+  const RunSummary by_step = summarize(dir, Selection{3, std::nullopt, {}});
   REQUIRE(by_step.selected.size() == 2);
   CHECK(by_step.selected[0].rank == 0);
   CHECK(by_step.selected[1].rank == 2);
@@ -113,12 +113,12 @@ TEST_CASE("records are kept only for the selected step and rank, in seq order") 
   CHECK(by_step.selected[0].records[0].seq == 0);
   CHECK(by_step.selected[0].records[1].seq == 1);
 
-  const RunSummary by_rank = summarize(dir, Selection{std::nullopt, 2});
+  const RunSummary by_rank = summarize(dir, Selection{std::nullopt, 2, {}});
   REQUIRE(by_rank.selected.size() == 4);
   for (std::size_t i = 0; i < 4; ++i)
     CHECK(by_rank.selected[i].step == static_cast<std::int64_t>(i));
 
-  const RunSummary both = summarize(dir, Selection{1, 0});
+  const RunSummary both = summarize(dir, Selection{1, 0, {}});
   REQUIRE(both.selected.size() == 1);
   CHECK(both.location(both.selected[0].records[1]) == dir.str() + "/rank0.jsonl:6");
   CHECK(dtrace::report::record_line(both.selected[0].records[0]) ==
@@ -135,7 +135,7 @@ TEST_CASE("records are kept only for the selected step and rank, in seq order") 
 TEST_CASE("a selection that matches nothing keeps nothing") {
   TempDir dir;
   write_run(dir);
-  const RunSummary s = summarize(dir, Selection{99, std::nullopt});
+  const RunSummary s = summarize(dir, Selection{99, std::nullopt, {}});
   CHECK(s.selected.empty());
   CHECK(dtrace::report::show_to_text(s).find("records (step 99): none") != std::string::npos);
 }

@@ -1,4 +1,4 @@
-// `dtrace diff RUN_A RUN_B [--json]` (dtrace(1), diff).
+// `dtrace diff RUN_A RUN_B [--json] [--stream] [--steps A-B] [--html FILE]` (dtrace(1), diff).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -8,6 +8,7 @@
 #include "cli/cli.hpp"
 #include "cli/commands.hpp"
 #include "cli/html_file.hpp"
+#include "cli/numbers.hpp"
 #include "cli/state.hpp"
 #include "diff/diff.hpp"
 #include "report/diff_report.hpp"
@@ -20,6 +21,8 @@ void add_diff(CLI::App& app, int& exit_status) {
     std::string run_a, run_b;
     bool json = false;
     std::string html;
+    bool stream = false;
+    std::string steps;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -33,10 +36,20 @@ void add_diff(CLI::App& app, int& exit_status) {
   cmd->add_option("--html", options->html,
                   "also write the divergence as one self-contained HTML page to FILE (man dtrace, HTML REPORT)")
       ->type_name("FILE");
+  cmd->add_flag("--stream", options->stream,
+                "read every record of both runs, even when both carry chained step digests\n"
+                "(by default those are searched, and only the differing steps are read)");
+  cmd->add_option("--steps", options->steps, "compare only the steps in this window: A-B, A- or A")
+      ->check(step_range());
   cmd->callback([options, &exit_status] {
     allow_many_files();
     if (!options->html.empty()) check_html_target(options->html, options->run_a, options->run_b);
-    auto report = diff::diff_runs(options->run_a, options->run_b);
+    diff::DiffOptions diff_options;
+    diff_options.stream = options->stream;
+    if (!options->steps.empty()) {
+      std::tie(diff_options.steps.first, diff_options.steps.last) = parse_step_range(options->steps);
+    }
+    auto report = diff::diff_runs(options->run_a, options->run_b, diff_options);
     if (!report) {
       forget_last_diff();
       throw Failure(report.error().message);

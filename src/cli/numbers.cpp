@@ -46,6 +46,30 @@ CLI::Validator thread_count() {
       "N", "threads");
 }
 
+CLI::Validator step_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::string what = "a window of steps (A-B, A- or A, steps from 0 to 9223372036854775807)";
+        const auto dash = text.find('-');
+        const std::string first = text.substr(0, dash);
+        if (!integer_in(first, 0, INT64_MAX, what).empty()) return "'" + text + "' is not " + what;
+        if (dash == std::string::npos || dash + 1 == text.size()) return {};
+        if (!integer_in(text.substr(dash + 1), 0, INT64_MAX, what).empty()) return "'" + text + "' is not " + what;
+        const auto [lo, hi] = parse_step_range(text);
+        if (lo > hi) return "'" + text + "' is an empty window (its first step is after its last)";
+        return {};
+      },
+      "A-B", "steps");
+}
+
+std::pair<std::int64_t, std::int64_t> parse_step_range(const std::string& text) {
+  const auto dash = text.find('-');
+  const std::int64_t first = std::stoll(text.substr(0, dash));
+  if (dash == std::string::npos) return {first, first};
+  if (dash + 1 == text.size()) return {first, INT64_MAX};
+  return {first, std::stoll(text.substr(dash + 1))};
+}
+
 CLI::Validator positive_seconds() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

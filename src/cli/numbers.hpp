@@ -15,6 +15,10 @@ CLI::Validator step_number();
 CLI::Validator rank_number();
 // A count of threads: an integer from 0 (all cores) to 4096.
 CLI::Validator thread_count();
+// A window of steps, `A-B` (both ends included), `A-` (from A on) or `A` (that step only).
+CLI::Validator step_range();
+// The window `text` names (checked by step_range()): first and last step.
+std::pair<std::int64_t, std::int64_t> parse_step_range(const std::string& text);
 // Seconds: a finite number above 0.
 CLI::Validator positive_seconds();
 

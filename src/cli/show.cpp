@@ -1,4 +1,4 @@
-// `dtrace show RUN [--step N] [--rank R] [--json]`: what a run holds.
+// `dtrace show RUN [--step N | --steps A-B] [--rank R] [--json]`: what a run holds.
 #include <iostream>
 
 #include "cli/cli.hpp"
@@ -15,6 +15,7 @@ void add_show(CLI::App& app, int& exit_status) {
     std::optional<std::int64_t> step;
     std::optional<std::int32_t> rank;
     bool json = false;
+    std::string steps;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -28,12 +29,17 @@ void add_show(CLI::App& app, int& exit_status) {
   cmd->add_option("RUN", options->run, "the run")->required();
   cmd->add_option("--step", options->step, "also print the records of step N")
       ->check(step_number());
+  cmd->add_option("--steps", options->steps, "also print the records of the steps in this window: A-B, A- or A")
+      ->check(step_range())
+      ->excludes("--step");
   cmd->add_option("--rank", options->rank, "also print the records of rank R")
       ->check(rank_number());
   cmd->add_flag("--json", options->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd->callback([options, &exit_status] {
     allow_many_files();
-    auto summary = log::summarize_run(options->run, log::Selection{options->step, options->rank});
+    log::Selection selection{options->step, options->rank, {}};
+    if (!options->steps.empty()) selection.steps = parse_step_range(options->steps);
+    auto summary = log::summarize_run(options->run, selection);
     if (!summary) throw Failure(summary.error().message);
     if (options->json) {
       std::cout << report::show_to_json(*summary).dump(2) << "\n";

@@ -7,6 +7,7 @@
 #include "diff/align.hpp"
 #include "diff/classify.hpp"
 #include "diff/header.hpp"
+#include "diff/search.hpp"
 #include "log/intern.hpp"
 #include "log/prefetch.hpp"
 #include "log/reader.hpp"
@@ -76,6 +77,39 @@ std::optional<std::uint64_t> ulp_distance(const log::Digest& a, const log::Diges
   return static_cast<std::uint64_t>(d < 0 ? -d : d);
 }
 
+Mismatch describe_mismatch(const Step& a, const Step& b, const MismatchAt& at, const Classification& c,
+                           std::string a_location, std::string b_location) {
+  Mismatch m;
+  const log::Record* rec_a = at.a >= 0 ? &a.records[static_cast<std::size_t>(at.a)] : nullptr;
+  const log::Record* rec_b = at.b >= 0 ? &b.records[static_cast<std::size_t>(at.b)] : nullptr;
+  const log::Record& r = rec_a != nullptr ? *rec_a : *rec_b;
+  m.rank = a.rank;
+  m.step = a.step;
+  m.seq = r.seq;
+  m.scope = r.scope;
+  m.op = r.op;
+  m.io = r.io_text;
+  m.name = r.name;
+  m.occurrence = rec_a != nullptr ? occurrence_of(a, static_cast<std::size_t>(at.a))
+                                  : occurrence_of(b, static_cast<std::size_t>(at.b));
+  m.kind = at.kind;
+  m.role = c.role;
+  m.detail = at.detail;
+  if (rec_a != nullptr) {
+    m.a = log::to_json(*rec_a);
+    m.a_location = std::move(a_location);
+  }
+  if (rec_b != nullptr) {
+    m.b = log::to_json(*rec_b);
+    m.b_location = std::move(b_location);
+  }
+  if (rec_a != nullptr && rec_b != nullptr && rec_a->scalar && rec_b->scalar &&
+      rec_a->dtype == rec_b->dtype && at.kind == Kind::value) {
+    m.ulp = ulp_distance(rec_a->digest, rec_b->digest, rec_a->dtype);
+  }
+  return m;
+}
+
 namespace {
 
 // One run's side of the comparison.
@@ -127,6 +161,7 @@ struct Comparison {
   // are left out of the comparison, and counted.
   char finer = 0;
   std::uint64_t finer_only = 0;
+  StepWindow window;  // --steps: steps outside it are neither compared nor reported
 };
 
 // Thrown inside the loop when an early decision ("A's step s has no partner")
@@ -136,35 +171,10 @@ struct ReadAgain {};
 
 Mismatch describe(const Step& a, const Step& b, const MismatchAt& at, const Classification& c,
                   const log::RunReader& ra, const log::RunReader& rb) {
-  Mismatch m;
-  const log::Record* rec_a = at.a >= 0 ? &a.records[static_cast<std::size_t>(at.a)] : nullptr;
-  const log::Record* rec_b = at.b >= 0 ? &b.records[static_cast<std::size_t>(at.b)] : nullptr;
-  const log::Record& r = rec_a != nullptr ? *rec_a : *rec_b;
-  m.rank = a.rank;
-  m.step = a.step;
-  m.seq = r.seq;
-  m.scope = r.scope;
-  m.op = r.op;
-  m.io = r.io_text;
-  m.name = r.name;
-  m.occurrence = rec_a != nullptr ? occurrence_of(a, static_cast<std::size_t>(at.a))
-                                  : occurrence_of(b, static_cast<std::size_t>(at.b));
-  m.kind = at.kind;
-  m.role = c.role;
-  m.detail = at.detail;
-  if (rec_a != nullptr) {
-    m.a = log::to_json(*rec_a);
-    m.a_location = ra.location(*rec_a);
-  }
-  if (rec_b != nullptr) {
-    m.b = log::to_json(*rec_b);
-    m.b_location = rb.location(*rec_b);
-  }
-  if (rec_a != nullptr && rec_b != nullptr && rec_a->scalar && rec_b->scalar &&
-      rec_a->dtype == rec_b->dtype && at.kind == Kind::value) {
-    m.ulp = ulp_distance(rec_a->digest, rec_b->digest, rec_a->dtype);
-  }
-  return m;
+  auto where = [](const Step& step, std::ptrdiff_t i, const log::RunReader& reader) {
+    return i >= 0 ? reader.location(step.records[static_cast<std::size_t>(i)]) : std::string();
+  };
+  return describe_mismatch(a, b, at, c, where(a, at.a, ra), where(b, at.b, rb));
 }
 
 std::vector<StepRecord> strip_of(const Step& a, const Step& b, const log::RunReader& ra,
@@ -226,6 +236,7 @@ void compare(Comparison& cmp, const Step& a_read, const Step& b_read) {
 void take(Comparison& cmp, Side& x, Side& y, Step step, bool early_decisions) {
   const std::int32_t rank = step.rank;
   x.ranks.insert(rank);
+  if (!cmp.window.contains(step.step)) return;
   if (step.status != StepStatus::complete) {
     (step.status == StepStatus::late ? x.late : x.unfinished)[rank].insert(step.step);
     return;
@@ -316,8 +327,10 @@ void note_step_sets(std::vector<std::string>& notes, const std::map<std::int32_t
   }
 }
 
-Result<Report> diff_once(const std::string& run_a, const std::string& run_b, bool early_decisions) {
+Result<Report> diff_once(const std::string& run_a, const std::string& run_b, const StepWindow& window,
+                         bool early_decisions) {
   Comparison cmp;
+  cmp.window = window;
   cmp.a.name = 'A';
   cmp.b.name = 'B';
   // One intern table for both runs: the same scope, op or name is then the
@@ -434,16 +447,30 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, boo
   return report;
 }
 
-}  // namespace
-
-Result<Report> diff_runs(const std::string& run_a, const std::string& run_b) {
+Result<Report> stream_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window) {
   try {
-    return diff_once(run_a, run_b, /*early_decisions=*/true);
+    return diff_once(run_a, run_b, window, /*early_decisions=*/true);
   } catch (const ReadAgain&) {
-    auto report = diff_once(run_a, run_b, /*early_decisions=*/false);
+    auto report = diff_once(run_a, run_b, window, /*early_decisions=*/false);
     if (report) report->notes.push_back("steps arrived out of order; both runs were read again holding every step");
     return report;
   }
+}
+
+}  // namespace
+
+Result<Report> diff_runs(const std::string& run_a, const std::string& run_b, const DiffOptions& options) {
+  std::string fallback;
+  if (!options.stream) {
+    SearchOutcome searched = search_diff(run_a, run_b, options.steps);
+    if (searched.report) return std::move(*searched.report);
+    fallback = std::move(searched.fallback);
+  }
+  auto report = stream_diff(run_a, run_b, options.steps);
+  if (report && !fallback.empty()) {
+    report->notes.push_back("chained digests not searched, both runs read in full: " + fallback);
+  }
+  return report;
 }
 
 }  // namespace dtrace::diff

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -80,12 +81,34 @@ struct Report {
   // The first divergent rank's compared records at the first divergent step,
   // in seq order (empty when identical).
   std::vector<StepRecord> first_step;
+  bool searched = false;  // found by chained digests (a note says so), not by reading everything
   bool diverged() const { return first.has_value(); }
 };
 
-// Reads both runs and compares them. Trouble (unreadable or malformed input,
-// runs that cannot be compared) is an Error naming the file and line or run.
-Result<Report> diff_runs(const std::string& run_a, const std::string& run_b);
+// `--steps A-B`: the steps a diff (or show) looks at, both ends included.
+struct StepWindow {
+  std::int64_t first = INT64_MIN, last = INT64_MAX;
+  bool contains(std::int64_t step) const { return step >= first && step <= last; }
+  bool whole() const { return first == INT64_MIN && last == INT64_MAX; }
+};
+
+struct DiffOptions {
+  bool stream = false;  // --stream: read every record even when both runs carry chains
+  StepWindow steps;
+};
+
+// Compares two runs: by searching their chained step digests when both carry
+// them (diff/search.hpp), else by reading both in full. Trouble (unreadable or
+// malformed input, runs that cannot be compared) is an Error naming the file
+// and line or run.
+Result<Report> diff_runs(const std::string& run_a, const std::string& run_b, const DiffOptions& options = {});
+
+// One rank's first mismatch at one step, described for the report; the
+// locations are "FILE:LINE" (streaming) or "FILE@BYTE" (search).
+struct MismatchAt;
+struct Classification;
+Mismatch describe_mismatch(const log::Step& a, const log::Step& b, const MismatchAt& at,
+                           const Classification& c, std::string a_location, std::string b_location);
 
 // ULP distance between two scalars' bit patterns of the same width; nullopt for
 // NaN or differing widths. 16-bit patterns are bf16 unless `dtype` says f16

@@ -4,6 +4,7 @@
 #include <memory>
 #include <tuple>
 
+#include "log/chain.hpp"
 #include "log/reader.hpp"
 
 namespace dtrace::log {
@@ -222,6 +223,20 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
   }
 }
 
+// A chain is a claim about the records: a recorder that got it wrong would
+// let a diff that trusts chains skip a real divergence, so it is a violation.
+// A step already reported as miscounted or late is not checked twice.
+void check_chain(const Step& step, const ChainVerdict& verdict, const RunReader& reader,
+                 Collector& collector) {
+  if (verdict.kind != ChainVerdict::Kind::mismatch || step.status != StepStatus::complete) return;
+  const Record* first = step.records.empty() ? nullptr : &step.records.front();
+  collector.add({ViolationKind::chain_mismatch, step.rank, step.step,
+                 first != nullptr ? reader.location(*first) : std::string(),
+                 rank_step(step.rank, step.step) + ": end record's chain " +
+                     chain_hex(verdict.logged) + " is not the " + chain_hex(verdict.expected) +
+                     " its records give (chained to " + chain_hex(verdict.previous) + ")"});
+}
+
 // Ranks 0..world_size-1 without a single line. world_size comes from a header
 // and may be large, so the walk stops listing (but not counting) early.
 void check_ranks(const std::map<std::int32_t, IntervalSet>& rank_steps, std::int64_t world_size,
@@ -275,6 +290,7 @@ std::string_view violation_name(ViolationKind kind) {
     case ViolationKind::late_records: return "late-records";
     case ViolationKind::header_mismatch: return "header-mismatch";
     case ViolationKind::unknown_hash: return "unknown-hash";
+    case ViolationKind::chain_mismatch: return "chain-mismatch";
   }
   return "unknown";
 }
@@ -306,6 +322,7 @@ Result<Certification> certify_run(const std::string& path) {
   check_headers(reader, collector);
 
   std::map<std::int32_t, IntervalSet> rank_steps;
+  ChainVerifier chains;
   while (true) {
     auto next = reader.next();
     if (!next) return next.error();
@@ -316,6 +333,7 @@ Result<Certification> certify_run(const std::string& path) {
     out.records += step.records.size();
     check_seq(step, reader, collector);
     check_status(step, reader, collector);
+    check_chain(step, chains.verify(step), reader, collector);
   }
   out.ranks_present = static_cast<std::int64_t>(rank_steps.size());
   check_ranks(rank_steps, out.world_size, path, collector);

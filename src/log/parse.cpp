@@ -216,6 +216,15 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
     } else if (key == "count") {
       if (!get_int(value, key, out.count, out)) return false;
       seen |= kCount;
+    } else if (key == "chain") {
+      // dtrace-fp(5): 16 hex digits, or the end record is malformed.
+      std::string_view text;
+      Digest digest;
+      if (value.get_string().get(text) != simdjson::SUCCESS || text.size() != 16 ||
+          !parse_digest(text, digest)) {
+        return malformed(out, "field 'chain' must be a string of 16 hex digits");
+      }
+      out.chain = digest.low;
     } else if (key == "dtrace") {
       seen |= kHeader;
     } else if (!valid_json(value)) {
@@ -268,6 +277,7 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
 
 void LineParser::parse_full(std::string_view line, Intern& intern, ParsedLine& out) {
   out.record = Record{};
+  out.chain.reset();
   out.problem.clear();
   od::document doc;
   if (impl_->parser.iterate(line.data(), line.size(), line.size() + kLinePadding).get(doc) !=

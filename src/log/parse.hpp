@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,7 @@ struct ParsedLine {
   std::int64_t step = 0;    // for LineKind::end
   std::int64_t rank = 0;    // for LineKind::end
   std::int64_t count = 0;   // for LineKind::end
+  std::optional<std::uint64_t> chain;  // for LineKind::end: its chained digest, when written
   std::string problem;      // for LineKind::malformed: what is wrong, without file:line
 };
 

@@ -87,7 +87,13 @@ bool CanonicalLines::split(std::string_view line, Shape& out) {
   if (!take(s, ",\"seq\":")) {
     if (!take(s, ",\"end\":true,\"count\":")) return false;
     out.end_record = true;
-    return take_int(s, out.count) && s == "}";
+    if (!take_int(s, out.count)) return false;
+    if (take(s, ",\"chain\":\"")) {
+      if (s.size() != 16 + 2 || s.substr(16) != "\"}") return false;
+      out.chain = s.substr(0, 16);
+      return true;
+    }
+    return s == "}";
   }
   if (!take_int(s, out.seq) || !take(s, ",")) return false;
   // A tensor's line ends with its quoted hash, a scalar's with its number.
@@ -134,6 +140,12 @@ bool CanonicalLines::parse(std::string_view line, ParsedLine& out) const {
     out.step = s.step;
     out.rank = s.rank;
     out.count = s.count;
+    out.chain.reset();
+    if (!s.chain.empty()) {
+      Digest digest;
+      if (!parse_digest(s.chain, digest)) return false;  // the full parser says why
+      out.chain = digest.low;
+    }
     return true;
   }
   if (s.seq < 0 || static_cast<std::size_t>(s.seq) >= templates_.size()) return false;

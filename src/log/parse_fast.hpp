@@ -65,6 +65,7 @@ class CanonicalLines {
     std::string_view identity;
     std::string_view hash;      // the hash's digits, or a scalar's bits
     std::string_view value;     // a scalar's value, a JSON number
+    std::string_view chain;     // an end record's chain digits, when written
   };
   static bool split(std::string_view line, Shape& out);
   static bool split_scalar(std::string_view rest, Shape& out);

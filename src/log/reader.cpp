@@ -502,6 +502,7 @@ Result<std::optional<Step>> RunReader::next() {
         }
         pending.end_seen = true;
         pending.step.declared_count = p.count;
+        pending.step.chain = p.chain;
       } else {
         p.record.file = cursor.index();
         p.record.line = line.number;

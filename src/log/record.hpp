@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -91,6 +92,7 @@ struct Step {
   std::int64_t step = 0;
   StepStatus status = StepStatus::complete;
   std::int64_t declared_count = -1;  // the end record's count, -1 without one
+  std::optional<std::uint64_t> chain;  // the end record's chained digest (dtrace-fp(5)), if any
   std::vector<Record> records;
 };
 

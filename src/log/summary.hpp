@@ -19,15 +19,17 @@
 
 namespace dtrace::log {
 
-// Which records to keep: those of `step` (if set) on `rank` (if set). Neither
-// set selects nothing: a summary alone.
+// Which records to keep: those of `step` (if set), or of the window `steps`,
+// on `rank` (if set). None set selects nothing: a summary alone.
 struct Selection {
   std::optional<std::int64_t> step;
   std::optional<std::int32_t> rank;
+  std::optional<std::pair<std::int64_t, std::int64_t>> steps;  // --steps: first and last, included
 
-  bool any() const { return step.has_value() || rank.has_value(); }
+  bool any() const { return step.has_value() || rank.has_value() || steps.has_value(); }
   bool matches(std::int32_t r, std::int64_t s) const {
-    return any() && (!step || *step == s) && (!rank || *rank == r);
+    return any() && (!step || *step == s) && (!rank || *rank == r) &&
+           (!steps || (s >= steps->first && s <= steps->second));
   }
 };
 

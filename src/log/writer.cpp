@@ -151,13 +151,19 @@ void append_record_line(std::string& o, const Record& r) {
   o += "}\n";
 }
 
-void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std::int64_t count) {
+void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std::int64_t count,
+                     std::optional<std::uint64_t> chain) {
   out += "{\"step\":";
   append_int(out, step);
   out += ",\"rank\":";
   append_int(out, rank);
   out += ",\"end\":true,\"count\":";
   append_int(out, count);
+  if (chain) {
+    out += ",\"chain\":\"";
+    out += Digest::from_u64(*chain).hex();
+    out += '"';
+  }
   out += "}\n";
 }
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fingerprint/fingerprint.hpp"
+#include "log/chain.hpp"
 #include "log/record.hpp"
 #include "log/writer.hpp"
 #include "recorder/capture.hpp"
@@ -244,6 +245,7 @@ class RankRecorder final : public Recorder {
     repetition_ = false;
     seq_ = 0;
     captured_ = 0;
+    chain_.begin(chain_previous_, step);
     if (status_) status_->progress(step, 0);
   }
 
@@ -255,7 +257,11 @@ class RankRecorder final : public Recorder {
       fast_forwarding_ = false;
       return;
     }
-    log::append_end_line(lines_, rank_, *step_, seq_);
+    // The chain follows the steps this log holds: a fast-forwarded step is not
+    // in it, so it is not chained either (begin_step started this one from the
+    // last step written).
+    chain_previous_ = chain_.finish();
+    log::append_end_line(lines_, rank_, *step_, seq_, chain_previous_);
     if (capture_) log::append_end_line(capture_lines_, rank_, *step_, captured_);
     last_step_ = step_;
     step_.reset();
@@ -294,6 +300,7 @@ class RankRecorder final : public Recorder {
     record.digest = log::Digest::from_u64(tensor.digest ? *tensor.digest
                                                         : fingerprint(tensor.data, tensor.bytes, 0));
     log::append_record_line(lines_, record);
+    chain_.add(record);
     if (capture_ && inside_requested_scope()) {
       const std::string file = recording::capture_file_name(rank_, *step_, record.seq);
       recording::write_capture_file(*request_.capture, file, tensor.data, tensor.bytes);
@@ -321,6 +328,7 @@ class RankRecorder final : public Recorder {
     record.has_value = true;
     record.value = value;
     log::append_record_line(lines_, record);
+    chain_.add(record);
   }
 
   std::optional<std::vector<std::byte>> captured(std::string_view scope, std::string_view op,
@@ -444,6 +452,8 @@ class RankRecorder final : public Recorder {
   std::int64_t seq_ = 0;       // records of the open step so far
   std::int64_t captured_ = 0;  // captured records of the open step so far
   std::string lines_;          // the open step's log lines
+  log::ChainHasher chain_;     // the open step's chained digest (dtrace-fp(5)), so far
+  std::uint64_t chain_previous_ = 0;  // the chain of the last step written
   std::string capture_lines_;  // the open step's capture index lines
 };
 

@@ -119,6 +119,10 @@ std::string rank_line(const RankSummary& r) {
 std::string selection_text(const log::Selection& s) {
   std::string out;
   if (s.step) out += "step " + std::to_string(*s.step);
+  if (s.steps) {
+    out += "steps " + std::to_string(s.steps->first) + "-" +
+           (s.steps->second == INT64_MAX ? std::string() : std::to_string(s.steps->second));
+  }
   if (s.rank) out += (out.empty() ? "rank " : ", rank ") + std::to_string(*s.rank);
   return out;
 }
@@ -156,6 +160,9 @@ nlohmann::json show_to_json(const RunSummary& s) {
     j["selection"] = {
         {"step", s.selection.step ? nlohmann::json(*s.selection.step) : nlohmann::json()},
         {"rank", s.selection.rank ? nlohmann::json(*s.selection.rank) : nlohmann::json()}};
+    if (s.selection.steps) {
+      j["selection"]["steps"] = nlohmann::json::array({s.selection.steps->first, s.selection.steps->second});
+    }
     nlohmann::json selected = nlohmann::json::array();
     for (const auto& step : s.selected) {
       for (const auto& record : step.records) {

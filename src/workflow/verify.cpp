@@ -17,7 +17,11 @@ Result<Arm> start(const ArmPlan& plan, const VerifyOptions& options, const Progr
 }
 
 Result<Comparison> compare(const Arm& a, const Arm& b, std::string what) {
-  auto report = diff::diff_runs(a.plan.run_dir, b.plan.run_dir);
+  // Read in full: verify reports how many records two short runs agreed on,
+  // which a search (that reads only differing steps) does not count.
+  diff::DiffOptions read_all;
+  read_all.stream = true;
+  auto report = diff::diff_runs(a.plan.run_dir, b.plan.run_dir, read_all);
   if (!report) {
     return Error{"arms " + a.plan.label + " and " + b.plan.label + ": " + report.error().message};
   }

@@ -5,7 +5,12 @@
 . "$(dirname "$0")/torch-lib.sh"
 ex --steps 2 --level kernel --run-dir a
 ex --steps 2 --level kernel --run-dir b
+run_dtrace 0 check a
 run_dtrace 0 diff --json a b
+json_is verdict '"identical"'
+json_true 'any(n.startswith("searched by chained step digests") for n in d["notes"])'
+# --stream reads (and counts) every record.
+run_dtrace 0 diff --stream --json a b
 json_is verdict '"identical"'
 json_true 'd["compared"]["records"] > 1000'
 grep -q '"op":"aten.mm.default"' a/rank0.jsonl || fail "no aten.mm.default record at kernel level"

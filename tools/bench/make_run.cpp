@@ -5,8 +5,10 @@
 // A step is the layers' records (forward, then backward) and a loss;
 // --records N keeps only the first N-1 layer records before the loss, the
 // shape of a long step-level run (many small steps: per-step cost dominates).
+// --chain writes each step's chained digest in its end record (dtrace-fp(5)),
+// as the recorder does, so that `dtrace diff` can search instead of stream.
 //
-//   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ]
+//   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ] [--chain]
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "fingerprint/fingerprint.hpp"
+#include "log/chain.hpp"
 #include "log/writer.hpp"
 
 namespace {
@@ -31,18 +34,20 @@ long arg_value(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ]\n");
+    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ] [--chain]\n");
     return 2;
   }
   std::string dir = argv[1];
   long ranks = 8, steps = 100, layers = 24;
   long records = 0;  // 0: every layer record
   long div_step = -1, div_rank = -1, div_seq = -1;
+  bool chain = false;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ranks")) ranks = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--steps")) steps = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--layers")) layers = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--records")) records = arg_value(i, argc, argv);
+    else if (!std::strcmp(argv[i], "--chain")) chain = true;
     else if (!std::strcmp(argv[i], "--diverge") && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%ld:%ld:%ld", &div_step, &div_rank, &div_seq) != 3) return 2;
     } else {
@@ -68,8 +73,12 @@ int main(int argc, char** argv) {
     h.env = {{"NCCL_ALGO", "Ring"}, {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}};
     h.config = {{"layers", layers}, {"generator", "tools/bench/make_run"}};
     writer->header(h);
+    dtrace::log::ChainHasher chainer;
+    std::uint64_t previous = 0;
+    std::string end_line;
     for (long s = 0; s < steps; ++s) {
       std::int64_t seq = 0;
+      if (chain) chainer.begin(previous, s);
       std::string scope;
       auto emit = [&](const std::string& sc, const char* op, dtrace::log::Io io, const char* name) {
         if (records > 0 && seq >= records - 1) return;  // room left for the loss only
@@ -89,6 +98,7 @@ int main(int argc, char** argv) {
         rec.has_shape = true;
         rec.digest = dtrace::log::Digest::from_u64(dtrace::fingerprint(words, sizeof words));
         writer->record(rec);
+        if (chain) chainer.add(rec);
       };
       for (const char* phase : phases) {
         for (long l = 0; l < layers; ++l) {
@@ -115,7 +125,16 @@ int main(int argc, char** argv) {
       loss.value = 1.2345;
       loss.has_value = true;
       writer->record(loss);
-      writer->end_step(static_cast<std::int32_t>(r), s, seq);
+      if (chain) {
+        chainer.add(loss);
+        previous = chainer.finish();
+        end_line.clear();
+        dtrace::log::append_end_line(end_line, static_cast<std::int32_t>(r), s, seq, previous);
+        if (!end_line.empty() && end_line.back() == '\n') end_line.pop_back();
+        writer->raw_line(end_line);
+      } else {
+        writer->end_step(static_cast<std::int32_t>(r), s, seq);
+      }
       if (auto f = writer->flush(); !f) {
         std::fprintf(stderr, "make_run: %s\n", f.error().message.c_str());
         return 2;

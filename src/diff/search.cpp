@@ -1,0 +1,440 @@
+// The search diff: each rank's first differing step found by binary search
+// over its chained step digests (dtrace-fp(5), "Chained step digest" and
+// "Finding a step"), then that step read and compared as the streaming diff
+// compares it. Equal chains at step S mean equal compared records at every
+// step up to S, so a rank whose last chains agree is not read at all.
+//
+// The search answers only when it can answer exactly what the streaming diff
+// would; anything it cannot vouch for from the few lines it reads (a run that
+// starts or ends at another step, a truncated or incomplete last step, a
+// step without a chain, a chain that does not match its records, files not
+// one per rank) is a fallback with a reason, and diff reads everything.
+#include "diff/search.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "diff/align.hpp"
+#include "diff/classify.hpp"
+#include "diff/header.hpp"
+#include "log/chain.hpp"
+#include "log/intern.hpp"
+#include "log/reader.hpp"
+#include "log/seek.hpp"
+#include "util/intervals.hpp"
+
+namespace dtrace::diff {
+
+namespace {
+
+using log::RankFile;
+using log::SeekLine;
+using log::Step;
+using log::StepStatus;
+
+// One rank's result.
+struct RankSearch {
+  std::int32_t rank = 0;
+  std::string fallback;  // non-empty: this rank needs the full read, and why
+  bool no_chains = false;  // neither run's last step carries a chain
+  std::int64_t first_step = 0, last_step = -1;  // the steps compared
+  std::uint64_t records = 0;
+  std::int64_t steps_read = 0;
+  std::optional<Mismatch> first;
+  std::string collective;  // Classification::collective of the first mismatch
+  std::set<std::string> collective_inputs_differing;  // at first->step
+  std::uint64_t bytes_read = 0;
+};
+
+// Paths of a run's files by the rank their first record names.
+struct RankFiles {
+  std::map<std::int32_t, std::string> files;
+  std::map<std::int32_t, std::uint32_t> index;  // into RunReader::files()
+  std::string problem;
+};
+
+std::string side_name(char side) { return std::string("run ") + side; }
+
+// What the last line before the first line of step s+1 says: the end record of
+// the last step <= s (nullopt: no step <= s), or an anomaly.
+struct Probe {
+  std::optional<std::int64_t> step;
+  std::optional<std::uint64_t> chain;
+  std::string anomaly;
+};
+
+Probe probe(RankFile& file, std::int64_t s, std::int32_t rank, char side) {
+  Probe p;
+  auto at = file.lower_bound(s + 1);
+  if (!at) return Probe{{}, {}, at.error().message};
+  auto line = file.line_before(*at);
+  if (!line) return Probe{{}, {}, line.error().message};
+  if (!*line) return p;
+  const SeekLine& l = **line;
+  if (l.rank() != rank) {
+    p.anomaly = file.path() + " holds rank " + std::to_string(l.rank()) + " besides rank " + std::to_string(rank);
+  } else if (!l.end_record()) {
+    p.anomaly = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(l.step()) +
+                " has no end record";
+  } else if (!l.parsed.chain) {
+    p.anomaly = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(l.step()) +
+                " carries no chain";
+  } else {
+    p.step = l.step();
+    p.chain = l.parsed.chain;
+  }
+  return p;
+}
+
+// 1: both runs' chains agree at their last step <= s, 0: they differ, -1: an
+// anomaly (in `why`).
+int agree(RankFile& a, RankFile& b, std::int64_t s, std::int32_t rank, std::string& why) {
+  const Probe pa = probe(a, s, rank, 'A');
+  const Probe pb = probe(b, s, rank, 'B');
+  if (!pa.anomaly.empty() || !pb.anomaly.empty()) {
+    why = !pa.anomaly.empty() ? pa.anomaly : pb.anomaly;
+    return -1;
+  }
+  if (pa.step != pb.step) {
+    why = "rank " + std::to_string(rank) + ": the runs' last steps up to " + std::to_string(s) +
+          " differ (a step present in one run only)";
+    return -1;
+  }
+  if (!pa.step) return 1;  // no step up to s on either side
+  return *pa.chain == *pb.chain ? 1 : 0;
+}
+
+// The chain the end record before `offset` carries (0 for none), as chain_prev.
+Result<std::uint64_t> chain_before(RankFile& file, std::uint64_t offset, std::string& why) {
+  auto line = file.line_before(offset);
+  if (!line) return line.error();
+  if (!*line) return std::uint64_t{0};
+  if (!(*line)->end_record()) {
+    why = file.path() + ": the step before step " + std::to_string((*line)->step()) + "'s successor has no end record";
+    return std::uint64_t{0};
+  }
+  return (*line)->parsed.chain.value_or(0);
+}
+
+// Reads step s of one side and checks that its chain matches its records.
+Result<Step> read_checked(RankFile& file, std::int64_t s, char side, std::int32_t rank, std::string& why) {
+  auto at = file.lower_bound(s);
+  if (!at) return at.error();
+  auto step = file.read_step(*at, s);
+  if (!step) return step.error();
+  if (step->step.status != StepStatus::complete) {
+    why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
+          " is incomplete or miscounted";
+    return std::move(step->step);
+  }
+  auto previous = chain_before(file, *at, why);
+  if (!previous) return previous.error();
+  if (!why.empty()) return std::move(step->step);
+  if (!step->step.chain) {
+    why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) + " carries no chain";
+  } else if (log::step_chain(*previous, step->step) != *step->step.chain) {
+    why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
+          ": its chained digest does not match its records (" + file.path() +
+          "; dtrace check reports it as chain-mismatch)";
+  }
+  return std::move(step->step);
+}
+
+std::string at_byte(const RankFile& file, const Step& step, std::ptrdiff_t i) {
+  if (i < 0) return {};
+  return file.path() + "@" + std::to_string(step.records[static_cast<std::size_t>(i)].line);
+}
+
+void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& window) {
+  const std::int32_t rank = out.rank;
+  auto fail = [&](std::string why) { out.fallback = std::move(why); };
+  auto first_a = a.first_line(), first_b = b.first_line();
+  auto last_a = a.last_line(), last_b = b.last_line();
+  for (auto* r : {&first_a, &first_b, &last_a, &last_b}) {
+    if (!*r) return fail(r->error().message);
+  }
+  if (a.truncated() || b.truncated()) {
+    return fail((a.truncated() ? a.path() : b.path()) + ": its last line is cut short");
+  }
+  if (!*first_a || !*first_b || !*last_a || !*last_b) return fail("rank " + std::to_string(rank) + " has no records");
+  for (const RankFile* f : {&a, &b}) {
+    const auto& last = f == &a ? *last_a : *last_b;
+    if (last->rank() != rank) {
+      return fail(f->path() + " holds rank " + std::to_string(last->rank()) + " besides rank " + std::to_string(rank));
+    }
+  }
+  if (!(*last_a)->end_record() || !(*last_b)->end_record()) {
+    return fail("rank " + std::to_string(rank) + ": the last step of run " + ((*last_a)->end_record() ? "B" : "A") +
+                " is incomplete");
+  }
+  if (!(*last_a)->parsed.chain && !(*last_b)->parsed.chain) {
+    out.no_chains = true;
+    return fail("rank " + std::to_string(rank) + " carries no chains");
+  }
+  const std::int64_t start_a = (*first_a)->step(), start_b = (*first_b)->step();
+  const std::int64_t end_a = (*last_a)->step(), end_b = (*last_b)->step();
+  if (start_a != start_b || end_a != end_b) {
+    return fail("rank " + std::to_string(rank) + ": run A holds steps " + std::to_string(start_a) + "-" +
+                std::to_string(end_a) + ", run B " + std::to_string(start_b) + "-" + std::to_string(end_b));
+  }
+  std::int64_t lo = std::max(start_a, window.first), hi = std::min(end_a, window.last);
+  out.first_step = lo;
+  out.last_step = hi;
+  if (lo > hi) return;  // nothing of this rank in the window
+  std::string why;
+  if (lo > start_a) {
+    const int before = agree(a, b, lo - 1, rank, why);
+    if (before < 0) return fail(why);
+    if (before == 0) {
+      return fail("rank " + std::to_string(rank) + " differs before the window's first step " + std::to_string(lo));
+    }
+  }
+  // At the last step the end records are already read: most ranks of a run
+  // agree there, and cost no more than their first and last lines.
+  const bool last = hi == end_a;
+  const int at_end = last ? ((*last_a)->parsed.chain && (*last_b)->parsed.chain
+                                 ? (*(*last_a)->parsed.chain == *(*last_b)->parsed.chain ? 1 : 0)
+                                 : -1)
+                          : agree(a, b, hi, rank, why);
+  if (at_end < 0 && last) why = "rank " + std::to_string(rank) + ": a last step carries no chain";
+  if (at_end < 0) return fail(why);
+  if (at_end == 1) return;  // every compared record of every step up to hi agrees
+  // Chains agree before lo and differ at hi: the first differing step is in (lo-1, hi].
+  std::int64_t l = lo, h = hi;
+  while (l < h) {
+    const std::int64_t m = l + (h - l) / 2;
+    const int v = agree(a, b, m, rank, why);
+    if (v < 0) return fail(why);
+    if (v == 1) {
+      l = m + 1;
+    } else {
+      h = m;
+    }
+  }
+  const std::int64_t s = l;
+  auto step_a = read_checked(a, s, 'A', rank, why);
+  if (!step_a) return fail(step_a.error().message);
+  if (!why.empty()) return fail(why);
+  auto step_b = read_checked(b, s, 'B', rank, why);
+  if (!step_b) return fail(step_b.error().message);
+  if (!why.empty()) return fail(why);
+  if (step_a->records.empty() && step_b->records.empty() && step_a->step != s) {
+    return fail("rank " + std::to_string(rank) + ": step " + std::to_string(s) + " is in one run only");
+  }
+  out.steps_read = 1;
+  const StepComparison result = compare_step(*step_a, *step_b);
+  out.records += result.records;
+  if (!result.first) {
+    return fail("rank " + std::to_string(rank) + " step " + std::to_string(s) +
+                ": the chains differ but the records compare equal (written in another seq order?)");
+  }
+  const Classification c = classify(*step_a, *step_b, *result.first);
+  out.first = describe_mismatch(*step_a, *step_b, *result.first, c, at_byte(a, *step_a, result.first->a),
+                                at_byte(b, *step_b, result.first->b));
+  out.collective = c.collective;
+  out.collective_inputs_differing = result.collective_inputs_differing;
+}
+
+// Runs `work(i)` for i in [0, n) on a few threads: the reads are small and
+// random, which a parallel file system (and the page cache) serves in parallel.
+template <class Work>
+void in_parallel(std::size_t n, Work&& work) {
+  const std::size_t threads = std::min<std::size_t>(n, std::max(4u, 2 * std::thread::hardware_concurrency()));
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t + 1 < threads; ++t) {
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next++) < n;) work(i);
+    });
+  }
+  for (std::size_t i; (i = next++) < n;) work(i);
+  for (auto& thread : pool) thread.join();
+}
+
+// Which rank each file of a run holds (its first record's), one file per rank.
+RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<log::Intern> intern,
+                     std::uint64_t& bytes_read) {
+  RankFiles out;
+  const auto& files = reader.files();
+  std::vector<std::int64_t> ranks(files.size(), -1);
+  std::vector<std::string> problems(files.size());
+  std::atomic<std::uint64_t> bytes{0};
+  in_parallel(files.size(), [&](std::size_t i) {
+    auto file = RankFile::open(files[i], static_cast<std::uint32_t>(i), intern);
+    if (!file) {
+      problems[i] = file.error().message;
+      return;
+    }
+    auto first = (*file)->first_line();
+    bytes += (*file)->bytes_read();
+    if (!first) {
+      problems[i] = first.error().message;
+    } else if (!*first) {
+      problems[i] = files[i] + " holds no records";
+    } else {
+      ranks[i] = (*first)->rank();
+    }
+  });
+  bytes_read += bytes;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!problems[i].empty()) {
+      out.problem = problems[i];
+      return out;
+    }
+    const auto rank = static_cast<std::int32_t>(ranks[i]);
+    if (!out.files.emplace(rank, files[i]).second) {
+      out.problem = side_name(side) + " keeps rank " + std::to_string(rank) + " in more than one file";
+      return out;
+    }
+    out.index[rank] = static_cast<std::uint32_t>(i);
+  }
+  return out;
+}
+
+// Whether a run's first file ends with a chained end record: a run written
+// without chains (an older recorder) is diffed as always, with nothing said.
+bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> intern) {
+  if (reader.files().empty()) return false;
+  auto file = RankFile::open(reader.files().front(), 0, std::move(intern));
+  if (!file) return false;
+  auto last = (*file)->last_line();
+  return last && *last && (*last)->end_record() && (*last)->parsed.chain.has_value();
+}
+
+}  // namespace
+
+SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window) {
+  SearchOutcome outcome;
+  auto intern = std::make_shared<log::Intern>();
+  // Headers only: a small read per file, not the streaming reader's read-ahead.
+  log::ReadLimits headers_only;
+  headers_only.buffer_bytes = 4096;
+  auto ra = log::RunReader::open(run_a, headers_only, intern);
+  auto rb = log::RunReader::open(run_b, headers_only, intern);
+  if (!ra || !rb) return outcome;  // the streaming diff reports the error
+  const log::Header& ha = (*ra)->header();
+  const log::Header& hb = (*rb)->header();
+  if (ha.hash != hb.hash || ha.world_size != hb.world_size) return outcome;  // likewise
+  if (!carries_chains(**ra, intern) && !carries_chains(**rb, intern)) return outcome;
+  if (ha.level != hb.level) {
+    outcome.fallback = "the runs were recorded at different levels";
+    return outcome;
+  }
+  RankFiles files_a = rank_files(**ra, 'A', intern, outcome.bytes_read);
+  RankFiles files_b = rank_files(**rb, 'B', intern, outcome.bytes_read);
+  if (!files_a.problem.empty() || !files_b.problem.empty()) {
+    outcome.fallback = !files_a.problem.empty() ? files_a.problem : files_b.problem;
+    return outcome;
+  }
+  std::vector<std::int32_t> ranks;
+  for (const auto& [rank, path] : files_a.files) {
+    if (files_b.files.contains(rank)) ranks.push_back(rank);
+  }
+  if (ranks.size() != files_a.files.size() || ranks.size() != files_b.files.size()) {
+    outcome.fallback = "the runs hold different ranks";
+    return outcome;
+  }
+
+  std::vector<RankSearch> results(ranks.size());
+  in_parallel(ranks.size(), [&](std::size_t i) {
+    RankSearch& r = results[i];
+    r.rank = ranks[i];
+    auto a = RankFile::open(files_a.files[r.rank], files_a.index[r.rank], intern);
+    auto b = RankFile::open(files_b.files[r.rank], files_b.index[r.rank], intern);
+    if (!a || !b) {
+      r.fallback = !a ? a.error().message : b.error().message;
+      return;
+    }
+    search_rank(r, **a, **b, window);
+    r.bytes_read = (*a)->bytes_read() + (*b)->bytes_read();
+  });
+  for (const RankSearch& r : results) outcome.bytes_read += r.bytes_read;
+  // A run without chains is an old log: no note, it is diffed as always.
+  const bool none = std::all_of(results.begin(), results.end(), [](const RankSearch& r) { return r.no_chains; });
+  if (none) return outcome;
+  for (const RankSearch& r : results) {
+    if (!r.fallback.empty()) {
+      outcome.fallback = r.fallback;
+      return outcome;
+    }
+  }
+
+  Report report;
+  report.run_a = run_a;
+  report.run_b = run_b;
+  report.searched = true;
+  compare_headers(ha, hb, report);
+  for (const std::string& n : (*ra)->notes()) report.notes.push_back("run A: " + n);
+  for (const std::string& n : (*rb)->notes()) report.notes.push_back("run B: " + n);
+  IntervalSet steps;
+  std::int64_t steps_read = 0;
+  for (const RankSearch& r : results) {
+    if (r.first_step > r.last_step) continue;
+    for (auto s = r.first_step; s <= r.last_step; ++s) steps.insert(s);
+    ++report.compared.ranks;
+    report.compared.records += r.records;
+    steps_read += r.steps_read;
+  }
+  if (steps.empty()) {
+    outcome.fallback = "no step of the window in both runs";
+    return outcome;
+  }
+  report.compared.first_step = steps.min();
+  report.compared.last_step = steps.max();
+  report.compared.steps = steps.size();
+
+  // A collective whose own inputs matched passed on another rank's divergence
+  // (as the streaming diff decides it): the other ranks' differing collective
+  // inputs at that step. A rank whose first mismatch is later agrees there.
+  std::map<std::int64_t, std::set<std::string>> differing;
+  for (const RankSearch& r : results) {
+    if (r.first) differing[r.first->step].insert(r.collective_inputs_differing.begin(), r.collective_inputs_differing.end());
+  }
+  for (const RankSearch& r : results) {
+    if (!r.first || r.collective.empty()) continue;
+    const std::int64_t s = r.first->step;
+    for (const RankSearch& other : results) {
+      if (!other.first || other.first->step >= s) continue;
+      // Diverged earlier, so its chains say nothing at s: read that step.
+      auto a = RankFile::open(files_a.files[other.rank], files_a.index[other.rank], intern);
+      auto b = RankFile::open(files_b.files[other.rank], files_b.index[other.rank], intern);
+      if (!a || !b) continue;
+      auto at_a = (*a)->lower_bound(s);
+      auto at_b = (*b)->lower_bound(s);
+      if (!at_a || !at_b) continue;
+      auto step_a = (*a)->read_step(*at_a, s);
+      auto step_b = (*b)->read_step(*at_b, s);
+      outcome.bytes_read += (*a)->bytes_read() + (*b)->bytes_read();
+      if (!step_a || !step_b || step_a->step.status != StepStatus::complete ||
+          step_b->step.status != StepStatus::complete) {
+        continue;
+      }
+      ++steps_read;
+      const StepComparison c = compare_step(step_a->step, step_b->step);
+      differing[s].insert(c.collective_inputs_differing.begin(), c.collective_inputs_differing.end());
+    }
+  }
+  auto precedence = [](Role role) { return role == Role::origin ? 0 : role == Role::unknown ? 1 : 2; };
+  for (const RankSearch& r : results) {
+    if (!r.first) continue;
+    Mismatch m = *r.first;
+    if (!r.collective.empty() && differing[m.step].contains(r.collective)) m.role = Role::receiver;
+    report.ranks.push_back(m);
+    if (!report.first || std::tuple(m.step, precedence(m.role), m.rank) <
+                             std::tuple(report.first->step, precedence(report.first->role), report.first->rank)) {
+      report.first = m;
+    }
+  }
+  report.notes.push_back("searched by chained step digests (dtrace-fp(5)): " + std::to_string(results.size()) +
+                         (results.size() == 1 ? " rank, " : " ranks, ") + std::to_string(steps_read) +
+                         (steps_read == 1 ? " step" : " steps") +
+                         " read record by record, the others known equal by their chains; "
+                         "`dtrace check` verifies every chain, `dtrace diff --stream` reads every record");
+  outcome.report = std::move(report);
+  return outcome;
+}
+
+}  // namespace dtrace::diff

@@ -1,0 +1,297 @@
+// The search diff (src/diff/search.cpp) against the streaming diff: on every
+// diff fixture (given chained step digests) and the minitrain runs, both give
+// the same report; a chain that does not match its records, a log mixing
+// steps with and without chains, and --steps windows are handled as
+// dtrace(1) says.
+#include "diff/search.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "diff/diff.hpp"
+#include "log/chain.hpp"
+#include "log/intern.hpp"
+#include "log/parse.hpp"
+#include "report/diff_report.hpp"
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+using dtrace::diff::DiffOptions;
+using dtrace::diff::diff_runs;
+using dtrace::diff::Report;
+using dtrace::test::TempDir;
+using dtrace::test::write_text;
+
+namespace {
+
+const std::string kTestdata = DTRACE_TESTDATA;
+
+// Copies a run file, giving every end record the chain its records give
+// (dtrace-fp(5)): what a correct recorder writes. Records of a rank are taken
+// in file order, each step's in seq order, chain_prev per rank as in the file.
+// `skip_before`: end records of steps below it get no chain (a mixed log).
+// `corrupt_step`: that step's chain is wrong (a buggy recorder).
+void add_chains(const fs::path& from, const fs::path& to, std::int64_t skip_before = INT64_MIN,
+                std::int64_t corrupt_step = -1) {
+  std::ifstream in(from, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  dtrace::log::Intern intern;
+  dtrace::log::LineParser parser;
+  std::map<std::int64_t, std::vector<dtrace::log::Record>> open;  // rank -> the open step's records
+  std::map<std::int64_t, std::uint64_t> previous;                 // rank -> chain_prev
+  std::ostringstream out;
+  std::istringstream lines(text);
+  std::string line;
+  bool first = true;
+  bool ends_with_newline = !text.empty() && text.back() == '\n';
+  while (std::getline(lines, line)) {
+    const bool last = lines.peek() == EOF;
+    std::string padded = line + std::string(dtrace::log::kLinePadding, '\0');
+    dtrace::log::ParsedLine p;
+    if (!first && !line.empty()) parser.parse(std::string_view(padded.data(), line.size()), intern, p);
+    first = false;
+    if (p.kind == dtrace::log::LineKind::record) {
+      open[p.record.rank].push_back(p.record);
+    } else if (p.kind == dtrace::log::LineKind::end && !p.chain && line.back() == '}') {
+      auto records = std::move(open[p.rank]);
+      open.erase(p.rank);
+      std::stable_sort(records.begin(), records.end(), [](auto& a, auto& b) { return a.seq < b.seq; });
+      dtrace::log::Step step;
+      step.rank = static_cast<std::int32_t>(p.rank);
+      step.step = p.step;
+      step.records = std::move(records);
+      if (p.step >= skip_before) {
+        std::uint64_t chain = dtrace::log::step_chain(previous[p.rank], step);
+        if (p.step == corrupt_step) chain ^= 1;
+        previous[p.rank] = chain;
+        line.pop_back();
+        line += ",\"chain\":\"" + dtrace::log::chain_hex(chain) + "\"}";
+      } else {
+        previous[p.rank] = 0;
+      }
+    }
+    out << line;
+    if (!last || ends_with_newline) out << '\n';
+  }
+  write_text(to.string(), out.str());
+}
+
+// A chained copy of a run (a directory or one file).
+std::string chained_copy(const fs::path& run, const fs::path& to, std::int64_t skip_before = INT64_MIN,
+                         std::int64_t corrupt_step = -1) {
+  if (fs::is_directory(run)) {
+    fs::create_directories(to);
+    for (const auto& entry : fs::directory_iterator(run)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".jsonl") {
+        add_chains(entry.path(), to / entry.path().filename(), skip_before, corrupt_step);
+      } else if (entry.is_regular_file()) {
+        fs::copy_file(entry.path(), to / entry.path().filename());
+      }
+    }
+  } else {
+    fs::create_directories(to.parent_path());
+    add_chains(run, to, skip_before, corrupt_step);
+  }
+  return to.string();
+}
+
+// A report as JSON, without what only the search or only the stream can say:
+// the search's own note (and the fallback note), the records compared (the
+// search compares only the steps it reads) and the locations (FILE@BYTE there).
+nlohmann::json comparable(const Report& report) {
+  nlohmann::json j = dtrace::report::diff_to_json(report);
+  nlohmann::json notes = nlohmann::json::array();
+  for (const auto& n : j["notes"]) {
+    const std::string s = n.get<std::string>();
+    if (s.rfind("searched by chained step digests", 0) == 0 || s.rfind("chained digests not searched", 0) == 0) {
+      continue;
+    }
+    notes.push_back(n);
+  }
+  j["notes"] = notes;
+  j["compared"].erase("records");
+  auto strip = [](nlohmann::json& m) {
+    if (m.is_object()) {
+      m.erase("a_location");
+      m.erase("b_location");
+    }
+  };
+  strip(j["first"]);
+  for (auto& m : j["ranks"]) strip(m);
+  return j;
+}
+
+struct Both {
+  dtrace::Result<Report> search, stream;
+};
+
+Both diff_both(const std::string& a, const std::string& b, DiffOptions options = {}) {
+  options.stream = false;
+  auto search = diff_runs(a, b, options);
+  options.stream = true;
+  auto stream = diff_runs(a, b, options);
+  return {std::move(search), std::move(stream)};
+}
+
+void require_same(const Both& both, const std::string& what) {
+  INFO(what);
+  REQUIRE(both.search.ok() == both.stream.ok());
+  if (!both.stream.ok()) {
+    REQUIRE(both.search.error().message == both.stream.error().message);
+    return;
+  }
+  CHECK(comparable(*both.search).dump(2) == comparable(*both.stream).dump(2));
+  CHECK_FALSE(both.stream->searched);
+}
+
+bool has_note(const Report& report, const std::string& text) {
+  for (const auto& n : report.notes) {
+    if (n.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A run of `ranks` ranks and `steps` steps, two records a step; `differ` (rank,
+// step) gets another output hash from that step on, when given.
+std::string make_run(const TempDir& dir, const std::string& name, int ranks, int steps,
+                     std::optional<std::pair<int, int>> differ = std::nullopt, int first_step = 0) {
+  const fs::path raw = dir.path() / ("raw-" + name);
+  fs::create_directories(raw);
+  for (int r = 0; r < ranks; ++r) {
+    std::ostringstream o;
+    o << R"({"dtrace":"fp/1","run":")" << name << R"(","world_size":)" << ranks
+      << R"(,"hash":"xxh3-64k/1","level":"layer"})" << "\n";
+    for (int s = first_step; s < steps; ++s) {
+      const bool changed = differ && differ->first == r && s >= differ->second;
+      char hash[17];
+      std::snprintf(hash, sizeof hash, "%016x", (s * 131 + r) * 2 + (changed ? 1 : 0));
+      o << R"({"step":)" << s << R"(,"rank":)" << r
+        << R"(,"seq":0,"scope":"fwd/layer.0","op":"gemm","io":"in","name":"x","dtype":"bf16","shape":[2,2],"hash":")"
+        << std::string(16, 'a') << "\"}\n";
+      o << R"({"step":)" << s << R"(,"rank":)" << r
+        << R"(,"seq":1,"scope":"fwd/layer.0","op":"gemm","io":"out","name":"y","dtype":"bf16","shape":[2,2],"hash":")"
+        << hash << "\"}\n";
+      o << R"({"step":)" << s << R"(,"rank":)" << r << R"(,"end":true,"count":2})" << "\n";
+    }
+    write_text((raw / ("rank" + std::to_string(r) + ".jsonl")).string(), o.str());
+  }
+  return raw.string();
+}
+
+}  // namespace
+
+TEST_CASE("search and stream agree on every diff fixture, given chains", "[search]") {
+  TempDir tmp;
+  int searched = 0, fixtures = 0;
+  for (const auto& entry : fs::directory_iterator(kTestdata + "/diff")) {
+    const fs::path a = entry.path() / "a", b = entry.path() / "b";
+    if (!fs::exists(a) || !fs::exists(b)) continue;
+    ++fixtures;
+    const std::string name = entry.path().filename().string();
+    const fs::path to = tmp.path() / name;
+    const std::string ca = chained_copy(a, to / "a"), cb = chained_copy(b, to / "b");
+    const Both both = diff_both(ca, cb);
+    require_same(both, name);
+    if (both.search.ok() && both.search->searched) ++searched;
+  }
+  REQUIRE(fixtures >= 20);
+  // Most fixtures are one file per rank in step order, which the search takes.
+  CHECK(searched >= 10);
+}
+
+TEST_CASE("search and stream agree on the minitrain runs, which the recorder chained", "[search]") {
+  for (const char* pair : {"fused-ce", "same", "splitk"}) {
+    const std::string a = kTestdata + "/minitrain/" + pair + "-a", b = kTestdata + "/minitrain/" + pair + "-b";
+    const Both both = diff_both(a, b);
+    require_same(both, pair);
+    REQUIRE(both.search.ok());
+    CHECK(both.search->searched);
+    CHECK(has_note(*both.search, "searched by chained step digests"));
+  }
+}
+
+TEST_CASE("a late divergence on one rank of many is found by search, as streaming finds it", "[search]") {
+  TempDir tmp;
+  const std::string a = chained_copy(make_run(tmp, "a", 8, 300), tmp.path() / "a");
+  const std::string b = chained_copy(make_run(tmp, "b", 8, 300, std::pair{5, 271}), tmp.path() / "b");
+  const Both both = diff_both(a, b);
+  require_same(both, "late");
+  REQUIRE(both.search->searched);
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->rank == 5);
+  CHECK(both.search->first->step == 271);
+  CHECK(both.search->first->a_location.find("rank5.jsonl@") != std::string::npos);
+  CHECK(both.search->compared.first_step == 0);
+  CHECK(both.search->compared.last_step == 299);
+  CHECK(both.search->compared.ranks == 8);
+}
+
+TEST_CASE("a chain that does not match its records is caught where the search reads it", "[search]") {
+  TempDir tmp;
+  // Same records; B's recorder wrote a wrong chain at step 40: B's chains
+  // differ from there on, the search lands on step 40, reads it, recomputes
+  // the chain and does not trust it: the runs are read in full and say why.
+  const std::string a = chained_copy(make_run(tmp, "a", 2, 100), tmp.path() / "a");
+  const std::string b = chained_copy(make_run(tmp, "b", 2, 100), tmp.path() / "b", INT64_MIN, 40);
+  const Both both = diff_both(a, b);
+  require_same(both, "buggy recorder");
+  REQUIRE_FALSE(both.search->searched);
+  CHECK_FALSE(both.search->diverged());
+  CHECK(has_note(*both.search, "run B rank 0 step 40: its chained digest does not match its records"));
+}
+
+TEST_CASE("a log mixing steps with and without chains is read in full", "[search]") {
+  TempDir tmp;
+  const std::string a = chained_copy(make_run(tmp, "a", 2, 50), tmp.path() / "a", 20);
+  const std::string b = chained_copy(make_run(tmp, "b", 2, 50, std::pair{1, 10}), tmp.path() / "b", 20);
+  const Both both = diff_both(a, b);
+  require_same(both, "mixed");
+  REQUIRE_FALSE(both.search->searched);
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->step == 10);
+  CHECK(has_note(*both.search, "carries no chain"));
+}
+
+TEST_CASE("runs without chains are diffed as always, with nothing said about chains", "[search]") {
+  TempDir tmp;
+  const std::string a = make_run(tmp, "a", 2, 20);
+  const std::string b = make_run(tmp, "b", 2, 20, std::pair{0, 3});
+  const Both both = diff_both(a, b);
+  require_same(both, "no chains");
+  CHECK_FALSE(both.search->searched);
+  CHECK_FALSE(has_note(*both.search, "chain"));
+}
+
+TEST_CASE("--steps: a window searched, or read in full when a rank differs before it", "[search]") {
+  TempDir tmp;
+  const std::string a = chained_copy(make_run(tmp, "a", 4, 200), tmp.path() / "a");
+  const std::string b = chained_copy(make_run(tmp, "b", 4, 200, std::pair{2, 120}), tmp.path() / "b");
+  for (auto [lo, hi] : {std::pair{0, 100}, std::pair{100, 150}, std::pair{121, 199}, std::pair{150, 100000},
+                        std::pair{120, 120}}) {
+    DiffOptions options;
+    options.steps.first = lo;
+    options.steps.last = hi;
+    const Both both = diff_both(a, b, options);
+    require_same(both, "window " + std::to_string(lo) + "-" + std::to_string(hi));
+    REQUIRE(both.stream.ok());
+    CHECK(both.stream->compared.first_step == lo);
+    CHECK(both.stream->compared.last_step == std::min(hi, 199));
+    if (lo <= 120 && hi >= 120) {
+      REQUIRE(both.search->searched);
+      REQUIRE(both.search->first);
+      CHECK(both.search->first->step == 120);
+    }
+    if (lo > 120) {
+      // Rank 2 already differs before the window: the chains cannot say where
+      // inside it, so the window is read in full and its first step reported.
+      CHECK_FALSE(both.search->searched);
+      REQUIRE(both.stream->first);
+      CHECK(both.stream->first->step == lo);
+      CHECK(has_note(*both.search, "differs before the window"));
+    }
+    if (hi < 120) CHECK_FALSE(both.search->diverged());
+  }
+}
