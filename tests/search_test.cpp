@@ -145,6 +145,15 @@ void require_same(const Both& both, const std::string& what) {
   }
   CHECK(comparable(*both.search).dump(2) == comparable(*both.stream).dump(2));
   CHECK_FALSE(both.stream->searched);
+  // The first divergent step's records (the HTML report's strip): the same
+  // records in the same order, matched or not, whichever way the step was found.
+  auto strip = [](const Report& r) {
+    std::vector<std::tuple<std::int64_t, std::string, std::string, std::string, int>> out;
+    for (const auto& x : r.first_step) out.emplace_back(x.seq, x.scope, x.op, x.name, static_cast<int>(x.match));
+    return out;
+  };
+  CHECK(strip(*both.search) == strip(*both.stream));
+  CHECK(both.search->first_step.empty() == !both.search->first);
 }
 
 bool has_note(const Report& report, const std::string& text) {

@@ -148,6 +148,35 @@ std::string at_byte(const RankFile& file, const Step& step, std::ptrdiff_t i) {
   return file.path() + "@" + std::to_string(step.records[static_cast<std::size_t>(i)].line);
 }
 
+// The records of step s on both sides, paired in seq order, as the streaming
+// diff keeps them for the first divergent rank (Report::first_step: the HTML
+// report's strip); locations FILE@BYTE as the search names records.
+std::vector<StepRecord> strip_at(RankFile& a, RankFile& b, std::int64_t s) {
+  std::vector<StepRecord> out;
+  auto at_a = a.lower_bound(s);
+  auto at_b = b.lower_bound(s);
+  if (!at_a || !at_b) return out;
+  auto step_a = a.read_step(*at_a, s);
+  auto step_b = b.read_step(*at_b, s);
+  if (!step_a || !step_b) return out;
+  const Step& sa = step_a->step;
+  const Step& sb = step_b->step;
+  for (const RecordPair& p : pair_records(sa, sb)) {
+    const bool has_a = p.a >= 0;
+    const log::Record& r = has_a ? sa.records[static_cast<std::size_t>(p.a)] : sb.records[static_cast<std::size_t>(p.b)];
+    StepRecord record;
+    record.seq = r.seq;
+    record.scope = r.scope;
+    record.op = r.op;
+    record.io = r.io_text;
+    record.name = r.name;
+    record.match = !p.differs ? Match::matched : !has_a ? Match::b_only : p.b < 0 ? Match::a_only : Match::differs;
+    record.location = has_a ? at_byte(a, sa, p.a) : at_byte(b, sb, p.b);
+    out.push_back(std::move(record));
+  }
+  return out;
+}
+
 void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& window) {
   const std::int32_t rank = out.rank;
   auto fail = [&](std::string why) { out.fallback = std::move(why); };
@@ -426,6 +455,15 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
     if (!report.first || std::tuple(m.step, precedence(m.role), m.rank) <
                              std::tuple(report.first->step, precedence(report.first->role), report.first->rank)) {
       report.first = m;
+    }
+  }
+  if (report.first) {
+    const std::int32_t r = report.first->rank;
+    auto a = RankFile::open(files_a.files[r], files_a.index[r], intern);
+    auto b = RankFile::open(files_b.files[r], files_b.index[r], intern);
+    if (a && b) {
+      report.first_step = strip_at(**a, **b, report.first->step);
+      outcome.bytes_read += (*a)->bytes_read() + (*b)->bytes_read();
     }
   }
   report.notes.push_back("searched by chained step digests (dtrace-fp(5)): " + std::to_string(results.size()) +
