@@ -10,7 +10,9 @@ run_dtrace 1 diff --json "$A" "$B"
 json_is first.step 0
 json_is first.seq 76
 json_is first.role '"origin"'
-json_true 'd["first"]["a_location"].endswith("rank0.jsonl@12132")'
+# FILE@BYTE: the byte offset of the line the streaming diff names as line 78.
+offset=$(head -n 77 "$A/rank0.jsonl" | wc -c)
+json_true "d['first']['a_location'].endswith('rank0.jsonl@$offset')"
 json_true 'any(n.startswith("searched by chained step digests") for n in d["notes"])'
 cp "$OUT" search.json
 
