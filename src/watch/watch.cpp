@@ -214,37 +214,14 @@ struct Watch::Impl {
     return {};
   }
 
+  // diff's own description of a mismatch (diff::describe_mismatch), with the
+  // records' places as the followers name them.
   diff::Mismatch describe(const log::Step& a, const log::Step& b, const diff::MismatchAt& at,
                           const diff::Classification& c) {
-    diff::Mismatch m;
-    const log::Record* rec_a = at.a >= 0 ? &a.records[static_cast<std::size_t>(at.a)] : nullptr;
-    const log::Record* rec_b = at.b >= 0 ? &b.records[static_cast<std::size_t>(at.b)] : nullptr;
-    const log::Record& r = rec_a != nullptr ? *rec_a : *rec_b;
-    m.rank = a.rank;
-    m.step = a.step;
-    m.seq = r.seq;
-    m.scope = r.scope;
-    m.op = r.op;
-    m.io = r.io_text;
-    m.name = r.name;
-    m.occurrence = rec_a != nullptr ? diff::occurrence_of(a, static_cast<std::size_t>(at.a))
-                                    : diff::occurrence_of(b, static_cast<std::size_t>(at.b));
-    m.kind = at.kind;
-    m.role = c.role;
-    m.detail = at.detail;
-    if (rec_a != nullptr) {
-      m.a = log::to_json(*rec_a);
-      m.a_location = run.follower->location(*rec_a);
-    }
-    if (rec_b != nullptr) {
-      m.b = log::to_json(*rec_b);
-      m.b_location = ref.follower->location(*rec_b);
-    }
-    if (rec_a != nullptr && rec_b != nullptr && rec_a->scalar && rec_b->scalar && rec_a->dtype == rec_b->dtype &&
-        at.kind == diff::Kind::value) {
-      m.ulp = diff::ulp_distance(rec_a->digest, rec_b->digest, rec_a->dtype);
-    }
-    return m;
+    auto where = [](const log::Step& step, std::ptrdiff_t i, const auto& follower) {
+      return i >= 0 ? follower->location(step.records[static_cast<std::size_t>(i)]) : std::string();
+    };
+    return diff::describe_mismatch(a, b, at, c, where(a, at.a, run.follower), where(b, at.b, ref.follower));
   }
 
   void compare(const log::Step& a_read, const log::Step& b_read) {
