@@ -262,4 +262,23 @@ StepComparison compare_step(const Step& a, const Step& b) {
   return result;
 }
 
+std::vector<StepRecord> step_strip(const Step& a, const Step& b,
+                                   const std::function<std::string(const log::Record&, char side)>& where) {
+  std::vector<StepRecord> out;
+  for (const RecordPair& p : pair_records(a, b)) {
+    const bool has_a = p.a >= 0;
+    const log::Record& r = has_a ? a.records[static_cast<std::size_t>(p.a)] : b.records[static_cast<std::size_t>(p.b)];
+    StepRecord s;
+    s.seq = r.seq;
+    s.scope = r.scope;
+    s.op = r.op;
+    s.io = r.io_text;
+    s.name = r.name;
+    s.match = !p.differs ? Match::matched : !has_a ? Match::b_only : p.b < 0 ? Match::a_only : Match::differs;
+    s.location = where(r, has_a ? 'A' : 'B');
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace dtrace::diff

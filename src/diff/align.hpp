@@ -2,6 +2,7 @@
 // (rank, step, scope, op, io, name, occurrence), and finding the first mismatch.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -40,6 +41,12 @@ struct RecordPair {
   bool differs = false;           // value or structure (always true for one side only)
 };
 std::vector<RecordPair> pair_records(const log::Step& a, const log::Step& b);
+
+// pair_records as the report shows them (Report::first_step); `where(record,
+// side)` names a record's place, side 'A' or 'B' ("FILE:LINE" when streaming,
+// "FILE@BYTE" when searching).
+std::vector<StepRecord> step_strip(const log::Step& a, const log::Step& b,
+                                   const std::function<std::string(const log::Record&, char side)>& where);
 
 // Runs recorded at different levels (man/dtrace.1, diff): the finer run's step
 // without the in and out records that the coarser run's step lacks, which only

@@ -179,21 +179,7 @@ Mismatch describe(const Step& a, const Step& b, const MismatchAt& at, const Clas
 
 std::vector<StepRecord> strip_of(const Step& a, const Step& b, const log::RunReader& ra,
                                  const log::RunReader& rb) {
-  std::vector<StepRecord> out;
-  for (const RecordPair& p : pair_records(a, b)) {
-    const bool has_a = p.a >= 0;
-    const log::Record& r = has_a ? a.records[static_cast<std::size_t>(p.a)] : b.records[static_cast<std::size_t>(p.b)];
-    StepRecord s;
-    s.seq = r.seq;
-    s.scope = r.scope;
-    s.op = r.op;
-    s.io = r.io_text;
-    s.name = r.name;
-    s.match = !p.differs ? Match::matched : !has_a ? Match::b_only : p.b < 0 ? Match::a_only : Match::differs;
-    s.location = has_a ? ra.location(r) : rb.location(r);
-    out.push_back(std::move(s));
-  }
-  return out;
+  return step_strip(a, b, [&](const log::Record& r, char side) { return side == 'A' ? ra.location(r) : rb.location(r); });
 }
 
 void keep_strip(Comparison& cmp, const Step& a, const Step& b, Role role) {

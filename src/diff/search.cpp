@@ -143,38 +143,27 @@ Result<Step> read_checked(RankFile& file, std::int64_t s, char side, std::int32_
   return std::move(step->step);
 }
 
+// A searched record's place: FILE@BYTE (its `line` holds the line's byte offset).
+std::string place(const RankFile& file, const log::Record& r) { return file.path() + "@" + std::to_string(r.line); }
+
 std::string at_byte(const RankFile& file, const Step& step, std::ptrdiff_t i) {
   if (i < 0) return {};
-  return file.path() + "@" + std::to_string(step.records[static_cast<std::size_t>(i)].line);
+  return place(file, step.records[static_cast<std::size_t>(i)]);
 }
 
 // The records of step s on both sides, paired in seq order, as the streaming
 // diff keeps them for the first divergent rank (Report::first_step: the HTML
 // report's strip); locations FILE@BYTE as the search names records.
 std::vector<StepRecord> strip_at(RankFile& a, RankFile& b, std::int64_t s) {
-  std::vector<StepRecord> out;
   auto at_a = a.lower_bound(s);
   auto at_b = b.lower_bound(s);
-  if (!at_a || !at_b) return out;
+  if (!at_a || !at_b) return {};
   auto step_a = a.read_step(*at_a, s);
   auto step_b = b.read_step(*at_b, s);
-  if (!step_a || !step_b) return out;
-  const Step& sa = step_a->step;
-  const Step& sb = step_b->step;
-  for (const RecordPair& p : pair_records(sa, sb)) {
-    const bool has_a = p.a >= 0;
-    const log::Record& r = has_a ? sa.records[static_cast<std::size_t>(p.a)] : sb.records[static_cast<std::size_t>(p.b)];
-    StepRecord record;
-    record.seq = r.seq;
-    record.scope = r.scope;
-    record.op = r.op;
-    record.io = r.io_text;
-    record.name = r.name;
-    record.match = !p.differs ? Match::matched : !has_a ? Match::b_only : p.b < 0 ? Match::a_only : Match::differs;
-    record.location = has_a ? at_byte(a, sa, p.a) : at_byte(b, sb, p.b);
-    out.push_back(std::move(record));
-  }
-  return out;
+  if (!step_a || !step_b) return {};
+  return step_strip(step_a->step, step_b->step, [&](const log::Record& r, char side) {
+    return place(side == 'A' ? a : b, r);
+  });
 }
 
 void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& window) {
