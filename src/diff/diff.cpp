@@ -7,6 +7,7 @@
 #include "diff/align.hpp"
 #include "diff/classify.hpp"
 #include "diff/header.hpp"
+#include "diff/notes.hpp"
 #include "diff/search.hpp"
 #include "log/intern.hpp"
 #include "log/prefetch.hpp"
@@ -283,34 +284,6 @@ Result<void> read_both(Comparison& cmp, bool early_decisions) {
     side->pending.clear();
   }
   return {};
-}
-
-// A level's place in the order step < layer < kernel (DESIGN.md §1 "level");
-// nullopt for a level this dtrace does not know, or none.
-std::optional<int> level_order(std::string_view level) {
-  if (level == "step") return 0;
-  if (level == "layer") return 1;
-  if (level == "kernel") return 2;
-  return std::nullopt;
-}
-
-std::string rank_list(const std::vector<std::int32_t>& ranks) {
-  IntervalSet set;
-  for (auto r : ranks) set.insert(r);
-  return (ranks.size() == 1 ? "rank " : "ranks ") + set.to_string();
-}
-
-// "steps 0-4 only in run A (ranks 0-3)", grouping ranks that share a step set.
-void note_step_sets(std::vector<std::string>& notes, const std::map<std::int32_t, IntervalSet>& sets,
-                    const std::string& what) {
-  std::map<std::string, std::vector<std::int32_t>> groups;
-  for (const auto& [rank, steps] : sets) {
-    if (!steps.empty()) groups[steps.to_string()].push_back(rank);
-  }
-  for (const auto& [steps, ranks] : groups) {
-    notes.push_back("step" + std::string(steps.find_first_of(",-") == std::string::npos ? " " : "s ") +
-                    steps + " " + what + " (" + rank_list(ranks) + ")");
-  }
 }
 
 Result<Report> diff_once(const std::string& run_a, const std::string& run_b, const StepWindow& window,

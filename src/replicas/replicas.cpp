@@ -89,12 +89,6 @@ bool same_value(const log::Record& a, const log::Record& b, bool& structure) {
 
 }  // namespace
 
-std::string rank_list(const std::vector<std::int32_t>& ranks) {
-  IntervalSet set;
-  for (auto r : ranks) set.insert(r);
-  return (ranks.size() == 1 ? "rank " : "ranks ") + set.to_string();
-}
-
 Result<std::vector<Group>> parse_groups(std::string_view text, std::int64_t world_size) {
   std::vector<Group> groups;
   for (std::string_view part : split(text, ':')) {

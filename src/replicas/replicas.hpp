@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "diff/diff.hpp"
+#include "diff/notes.hpp"
 #include "log/record.hpp"
 #include "util/intervals.hpp"
 #include "util/result.hpp"
@@ -141,7 +142,7 @@ class ReplicaCheck {
 // complete on every rank of a group) is an Error.
 Result<Report> check_run(const std::string& run, const std::optional<std::string>& groups);
 
-// The text for a list of ranks: "rank 3", "ranks 0-2,5".
-std::string rank_list(const std::vector<std::int32_t>& ranks);
+// The text for a list of ranks: "rank 3", "ranks 0-2,5" (diff's wording).
+using diff::rank_list;
 
 }  // namespace dtrace::replicas

@@ -12,6 +12,7 @@
 #include "diff/align.hpp"
 #include "diff/classify.hpp"
 #include "diff/header.hpp"
+#include "diff/notes.hpp"
 #include "util/intervals.hpp"
 
 namespace dtrace::watch {
@@ -19,6 +20,8 @@ namespace dtrace::watch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using diff::level_order;
+using diff::note_step_sets;
 
 // Complete steps one side may hold for a rank while the other side has not
 // produced them: beyond this, that side's files of the rank are left unread
@@ -32,31 +35,6 @@ constexpr auto kSettleWait = std::chrono::seconds(5);
 
 double since_epoch() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::optional<int> level_order(std::string_view level) {
-  if (level == "step") return 0;
-  if (level == "layer") return 1;
-  if (level == "kernel") return 2;
-  return std::nullopt;
-}
-
-std::string rank_text(const std::vector<std::int32_t>& ranks) {
-  IntervalSet set;
-  for (auto r : ranks) set.insert(r);
-  return (ranks.size() == 1 ? "rank " : "ranks ") + set.to_string();
-}
-
-void note_step_sets(std::vector<std::string>& notes, const std::map<std::int32_t, IntervalSet>& sets,
-                    const std::string& what) {
-  std::map<std::string, std::vector<std::int32_t>> groups;
-  for (const auto& [rank, steps] : sets) {
-    if (!steps.empty()) groups[steps.to_string()].push_back(rank);
-  }
-  for (const auto& [steps, ranks] : groups) {
-    notes.push_back("step" + std::string(steps.find_first_of(",-") == std::string::npos ? " " : "s ") + steps +
-                    " " + what + " (" + rank_text(ranks) + ")");
-  }
 }
 
 // Waits for the runs' directories to change: inotify where the kernel has it
