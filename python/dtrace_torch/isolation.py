@@ -119,40 +119,61 @@ def _isolate(rec, step: Optional[int]) -> None:
                            "single ops (scope::op) can be re-run alone by dtrace_torch")
 
 
-def _isolate_module(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
+def _module_target(rec, scope: str, captured_step: int, step: Optional[int]):
+    """The module a fwd/<name> or bwd/<name> scope names, with its captured
+    calls and their loader; the scope's hooks record only that scope."""
     if step is None:
         raise CaptureError(f"DTRACE_ISOLATE={scope}: a module is re-run with the parameters of its step: "
                            "set DTRACE_REPLAY_STEP too")
-    name = scope[len("fwd/"):]
+    name = scope[len("fwd/"):]  # "bwd/" has the same length
     module = _module(rec.model, name)
     op = type(module).__name__
     entries = _entries(rec, scope, op, captured_step)
-    loader = Loader(rec, scope, op)
     if rec._hooks:
-        rec._hooks.only = scope  # submodules' kernels are recorded in this scope
+        rec._hooks.only = scope  # no other scope is recorded; submodules' kernels land in this one
+    return name, module, op, entries, Loader(rec, scope, op)
+
+
+def _begin_repetition(rec, k: int) -> None:
+    rec.native.begin_repetition(k)
+    rec.current_step = k
+    if rec._hooks:
+        rec._hooks.new_step()
+    if rec._mode:
+        rec._mode.new_step()
+
+
+def _captured_call(e: Dict[str, Any], loader: Loader):
+    """The positional and keyword arguments of one captured module call."""
+    occ = e["occurrence"]
+    load = lambda n, spec: loader.tensor(n, occ, spec.get("device"), spec.get("requires_grad", False))
+    return calls.decode(e["args"], load), calls.decode({"dict": e["kwargs"]}, load)
+
+
+def _restore_rng(rec, scope: str, op: str, loader: Loader, occ: int) -> List:
+    """Sets the RNG states the call started with; returns them as (name, tensor)."""
+    states = []
+    for rng_name, setter in (("rng.cpu", torch.set_rng_state), ("rng.cuda", _set_cuda_rng)):
+        if rec.native.captured_find(scope, op, _lib.IO_IN, rng_name, occ) is not None:
+            states.append((rng_name, loader.tensor(rng_name, occ)))
+            setter(states[-1][1])
+    return states
+
+
+def _isolate_module(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
+    name, module, op, entries, loader = _module_target(rec, scope, captured_step, step)
     for k in range(repeat):
-        rec.native.begin_repetition(k)
-        rec.current_step = k
-        if rec._hooks:
-            rec._hooks.new_step()
-        if rec._mode:
-            rec._mode.new_step()
+        _begin_repetition(rec, k)
         for e in entries:
-            occ = e["occurrence"]
-            args = calls.decode(e["args"], lambda n, spec: loader.tensor(n, occ, spec.get("device"),
-                                                                         spec.get("requires_grad", False)))
-            kwargs = calls.decode({"dict": e["kwargs"]}, lambda n, spec: loader.tensor(
-                n, occ, spec.get("device"), spec.get("requires_grad", False)))
-            for rng_name, setter in (("rng.cpu", torch.set_rng_state), ("rng.cuda", _set_cuda_rng)):
-                if rec.native.captured_find(scope, op, _lib.IO_IN, rng_name, occ) is not None:
-                    setter(loader.tensor(rng_name, occ))
+            args, kwargs = _captured_call(e, loader)
+            _restore_rng(rec, scope, op, loader, e["occurrence"])
             rec.sink.set_scope("step")
             mode = rec._mode if rec._mode is not None else contextlib.nullcontext()
             try:
                 with mode:
                     module(*args, **kwargs)
-            except (RuntimeError, TypeError, ValueError) as e:
-                raise CaptureError(f"the captured inputs of {scope} do not fit module {name} ({op}): {e}") from e
+            except (RuntimeError, TypeError, ValueError) as err:
+                raise CaptureError(f"the captured inputs of {scope} do not fit module {name} ({op}): {err}") from err
     rec.native.end_step()
 
 
@@ -164,35 +185,15 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
     gradients (grad_input.<i>, as the full backward hook names them) and the
     module's parameter gradients (param_grad.<name>); the backward's kernels at
     kernel level."""
-    if step is None:
-        raise CaptureError(f"DTRACE_ISOLATE={scope}: a module is re-run with the parameters of its step: "
-                           "set DTRACE_REPLAY_STEP too")
-    name = scope[len("bwd/"):]
-    module = _module(rec.model, name)
-    op = type(module).__name__
-    entries = _entries(rec, scope, op, captured_step)
-    loader = Loader(rec, scope, op)
+    name, module, op, entries, loader = _module_target(rec, scope, captured_step, step)
     native = rec.native
-    if rec._hooks:
-        rec._hooks.only = scope  # no other scope is entered; this one is recorded here
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     for k in range(repeat):
-        native.begin_repetition(k)
-        rec.current_step = k
-        if rec._hooks:
-            rec._hooks.new_step()
-        if rec._mode:
-            rec._mode.new_step()
+        _begin_repetition(rec, k)
         for e in entries:
             occ = e["occurrence"]
-            load = lambda n, spec: loader.tensor(n, occ, spec.get("device"), spec.get("requires_grad", False))
-            args = calls.decode(e["args"], load)
-            kwargs = calls.decode({"dict": e["kwargs"]}, load)
-            rng = []
-            for rng_name, setter in (("rng.cpu", torch.set_rng_state), ("rng.cuda", _set_cuda_rng)):
-                if native.captured_find(scope, op, _lib.IO_IN, rng_name, occ) is not None:
-                    rng.append((rng_name, loader.tensor(rng_name, occ)))
-                    setter(rng[-1][1])
+            args, kwargs = _captured_call(e, loader)
+            rng = _restore_rng(rec, scope, op, loader, occ)
             for _, p in params:
                 p.grad = None
             rec.sink.set_scope("step")
