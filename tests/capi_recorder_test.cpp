@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -430,6 +431,76 @@ TEST_CASE("C API: the header carries env, config and the replay command with its
   CHECK_THAT(header, Catch::Contains("\"argv\":[\"/bin/prog\",\"--steps\",\"3\"]"));
   CHECK_THAT(header, Catch::Contains("\"cwd\":\"/somewhere\""));
   CHECK_THAT(header, Catch::Contains("\"config\":{\"lr\":1e-3}"));
+}
+
+namespace {
+
+// Opens rank 0 of a world of 4 with these replica fields; the header, or the
+// error when open fails (then no log is created).
+struct ReplicaHeader {
+  int code = -1;
+  std::string text;
+  ReplicaHeader(const char* groups, const char* per_rank) {
+    TempDir dir;
+    const std::string run = dir / "run";
+    dtrace_run_options options;
+    dtrace_run_options_init(&options);
+    CHECK(options.replica_groups == nullptr);
+    CHECK(options.replica_per_rank == nullptr);
+    options.run_dir = run.c_str();
+    options.world_size = 4;
+    options.replica_groups = groups;
+    options.replica_per_rank = per_rank;
+    dtrace_recorder* h = nullptr;
+    code = dtrace_recorder_open_with(&options, nullptr, 0, &h);
+    text = code == DTRACE_OK ? test_support::first_line(dir / "run/rank0.jsonl")
+                             : dtrace_recorder_last_error(h);
+    if (code != DTRACE_OK) CHECK_FALSE(std::filesystem::exists(dir / "run/rank0.jsonl"));
+    dtrace_recorder_close(h);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("C API: replica groups go to the header in dtrace replicas' grammar") {
+  const ReplicaHeader pairs("0,2:1-1,3", nullptr);
+  REQUIRE(pairs.code == DTRACE_OK);
+  CHECK_THAT(pairs.text,
+             Catch::Contains("\"replicas\":{\"groups\":[[0,2],[1,3]],\"per_rank\":[\"rng\",\"data\"]}"));
+  const ReplicaHeader own("0-3", "rng,sampler");
+  REQUIRE(own.code == DTRACE_OK);
+  CHECK_THAT(own.text,
+             Catch::Contains("\"replicas\":{\"groups\":[[0,1,2,3]],\"per_rank\":[\"rng\",\"sampler\"]}"));
+  const ReplicaHeader none_own("0-3", "");
+  REQUIRE(none_own.code == DTRACE_OK);
+  CHECK_THAT(none_own.text, Catch::Contains("\"per_rank\":[]"));
+  for (const char* absent : {static_cast<const char*>(nullptr), ""}) {
+    const ReplicaHeader header(absent, "rng");
+    REQUIRE(header.code == DTRACE_OK);
+    CHECK_THAT(header.text, !Catch::Contains("replicas"));
+  }
+}
+
+TEST_CASE("C API: replica groups that are not valid are refused at open, named") {
+  struct Bad {
+    const char* groups;
+    const char* per_rank;
+    const char* says;
+  };
+  const Bad cases[] = {
+      {"0-4", nullptr, "larger than world_size 4"},
+      {"0,1:1,2", nullptr, "options.replica_groups"},
+      {"0:1,2,3", nullptr, "needs 2 ranks or more"},
+      {"0,x", nullptr, "options.replica_groups"},
+      {"0-3", "rng,", "options.replica_per_rank ends with ','"},
+      {"0-3", "rng,,data", "options.replica_per_rank has an empty op name"},
+  };
+  for (const Bad& bad : cases) {
+    INFO(bad.groups << " / " << (bad.per_rank ? bad.per_rank : "NULL"));
+    const ReplicaHeader header(bad.groups, bad.per_rank);
+    CHECK(header.code == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(header.text, Catch::Contains(bad.says));
+  }
 }
 
 TEST_CASE("C API: every error code has its own sentence") {

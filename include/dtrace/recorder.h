@@ -63,7 +63,20 @@ typedef struct dtrace_recorder dtrace_recorder;
 
 /* How this program runs, for the log header and the run's files. Fill it with
  * dtrace_run_options_init() first, then set what applies: fields added in a
- * later version get their defaults from the init function. */
+ * later version get their defaults from the init function.
+ *
+ * Versions. The struct grows only at its end, and the functions that read or
+ * write it (dtrace_run_options_init, dtrace_recorder_open,
+ * dtrace_recorder_open_with) carry ELF symbol versions, as glibc's do: a
+ * program binds, when it is linked, to the version of the header it was
+ * compiled with, and keeps it. DTRACE_1.0 is the struct up to replay_cwd
+ * (libdtrace 0.1); DTRACE_1.1 adds replica_groups and replica_per_rank. A
+ * program built against an older header (and libdtrace) therefore keeps
+ * working with a newer libdtrace: its calls reach the DTRACE_1.0 entry points,
+ * which read and write only the fields it allocated and give the newer ones
+ * their defaults. Compile and link against the same version of header and
+ * library. dlsym() (ctypes, other FFIs) returns the newest version: such
+ * callers must declare the struct of the newest header. */
 typedef struct dtrace_run_options {
   /* A normal run writes <run_dir>/rank<rank>.jsonl (run_dir is created; an
    * existing rank file is DTRACE_ERROR_IO, never overwritten). DTRACE_RUN_DIR
@@ -91,10 +104,25 @@ typedef struct dtrace_run_options {
   /* Header "replay.cwd": the directory the command runs in. NULL: the current
    * directory at dtrace_recorder_open(). */
   const char* replay_cwd;
+  /* ---- DTRACE_1.1 ---- */
+  /* Header "replicas.groups" (dtrace-fp(5)): the data-parallel replica groups,
+   * ranks that hold the same parameters, optimizer state and reduced
+   * gradients, so `dtrace replicas` and `dtrace watch --replicas` need no
+   * --groups. The grammar of `dtrace replicas --groups` (dtrace(1)): groups
+   * separated by ':', ranks and ranges by ',' ("0-3:4-7", "0,2:1,3"); every
+   * rank below world_size, none in two groups, each group of 2 ranks or more.
+   * Another value is DTRACE_ERROR_INVALID_ARGUMENT at open, naming it. NULL or
+   * "": no "replicas" field (a job whose replicas the program cannot know). */
+  const char* replica_groups;
+  /* Header "replicas.per_rank": the `step`-scope state ops that are each
+   * rank's own (RNG streams, data positions), comma-separated op names
+   * ("rng,data"); "" none. NULL: "rng,data". Written only with replica_groups. */
+  const char* replica_per_rank;
 } dtrace_run_options;
 
 /* Defaults: no run_dir, run_name "", rank 0, world_size 1, DTRACE_LEVEL_STEP,
- * env and config {}, no replay command, replay_cwd NULL. */
+ * env and config {}, no replay command, replay_cwd NULL, no replica groups,
+ * replica_per_rank NULL. */
 void dtrace_run_options_init(dtrace_run_options* options);
 
 /* Opens the recorder of one rank, reading the replay request from the process
@@ -113,7 +141,8 @@ void dtrace_run_options_init(dtrace_run_options* options);
  * message (dtrace_recorder_last_error) and refuses every other call with
  * DTRACE_ERROR_ORDER; close it with dtrace_recorder_close().
  * Errors: DTRACE_ERROR_INVALID_ARGUMENT (options or out NULL, rank outside
- * world_size, a level or JSON text that is not valid, no place for the log),
+ * world_size, a level, JSON text or replica groups that are not valid, no
+ * place for the log),
  * DTRACE_ERROR_ENVIRONMENT (a DTRACE_* variable with a bad value, or
  * variables that cannot go together: the message names the variable and its
  * value), DTRACE_ERROR_IO (a file or directory that cannot be created, a

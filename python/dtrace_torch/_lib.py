@@ -33,7 +33,10 @@ class RunOptions(_c.Structure):
     _fields_ = [("run_dir", _c.c_char_p), ("run_name", _c.c_char_p), ("rank", _c.c_int32),
                 ("world_size", _c.c_int32), ("level", _c.c_int32), ("env_json", _c.c_char_p),
                 ("config_json", _c.c_char_p), ("replay_argv", _c.POINTER(_c.c_char_p)),
-                ("replay_argc", _c.c_size_t), ("replay_cwd", _c.c_char_p)]
+                ("replay_argc", _c.c_size_t), ("replay_cwd", _c.c_char_p),
+                # DTRACE_1.1. ctypes binds to the newest symbol versions, so this is the
+                # struct of the newest recorder.h, whole (recorder.h, "Versions").
+                ("replica_groups", _c.c_char_p), ("replica_per_rank", _c.c_char_p)]
 
 
 class CapturedRecord(_c.Structure):

@@ -8,15 +8,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtrace/recorder.hpp"
+#include "replicas/replicas.hpp"
 
 struct dtrace_recorder {
   std::unique_ptr<dtrace::Recorder> recorder;  // null when open failed
@@ -53,33 +56,42 @@ int error_code(RecorderError::Kind kind) {
   return DTRACE_ERROR_INTERNAL;
 }
 
-// Runs `body` on an open handle; every exception becomes a code and a message.
+// Runs `body`; every exception becomes a code, and its message goes to `error`
+// (the handle's). The one place where C++ failures turn into C results.
+template <typename Body>
+int guarded(std::string& error, Body&& body) noexcept {
+  try {
+    error.clear();
+    body();
+    return DTRACE_OK;
+  } catch (const Failure& failure) {
+    error = failure.message;
+    return failure.code;
+  } catch (const RecorderError& failure) {
+    error = failure.what();
+    return error_code(failure.kind());
+  } catch (const std::bad_alloc&) {
+    error = "out of memory";
+    return DTRACE_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& failure) {
+    error = std::string("internal error: ") + failure.what();
+    return DTRACE_ERROR_INTERNAL;
+  } catch (...) {
+    error = "internal error";
+    return DTRACE_ERROR_INTERNAL;
+  }
+}
+
+// Runs `body` on an open handle.
 template <typename Body>
 int call(const dtrace_recorder* handle, Body&& body) noexcept {
   if (handle == nullptr) return DTRACE_ERROR_INVALID_ARGUMENT;
-  try {
-    handle->error.clear();
+  return guarded(handle->error, [&] {
     if (!handle->recorder) {
       throw Failure{DTRACE_ERROR_ORDER, "this recorder did not open; close it"};
     }
     body(*handle->recorder);
-    return DTRACE_OK;
-  } catch (const Failure& failure) {
-    handle->error = failure.message;
-    return failure.code;
-  } catch (const RecorderError& error) {
-    handle->error = error.what();
-    return error_code(error.kind());
-  } catch (const std::bad_alloc&) {
-    handle->error = "out of memory";
-    return DTRACE_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& error) {
-    handle->error = std::string("internal error: ") + error.what();
-    return DTRACE_ERROR_INTERNAL;
-  } catch (...) {
-    handle->error = "internal error";
-    return DTRACE_ERROR_INTERNAL;
-  }
+  });
 }
 
 void require(bool ok, const char* what) {
@@ -145,6 +157,29 @@ std::vector<std::int64_t> shape_of(const std::int64_t* shape, std::size_t ndim) 
   return std::vector<std::int64_t>(shape, shape + ndim);
 }
 
+// Header "replicas": the groups read with `dtrace replicas --groups`' parser
+// (one grammar for the CLI, minitrain's header and the C API).
+void replicas(const dtrace_run_options& c, dtrace::RunOptions& options) {
+  if (c.replica_groups == nullptr || *c.replica_groups == '\0') return;
+  auto groups = dtrace::replicas::parse_groups(c.replica_groups, c.world_size);
+  if (!groups) {
+    throw Failure{DTRACE_ERROR_INVALID_ARGUMENT, "options.replica_groups: " + groups.error().message};
+  }
+  for (const auto& group : *groups) options.replica_groups.emplace_back(group.begin(), group.end());
+  if (c.replica_per_rank == nullptr) return;  // RunOptions' default, "rng,data"
+  options.per_rank_state.clear();
+  std::string_view rest = c.replica_per_rank;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view op = rest.substr(0, comma);
+    require(!op.empty(), "options.replica_per_rank has an empty op name");
+    options.per_rank_state.emplace_back(op);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    require(comma == std::string_view::npos || !rest.empty(),
+            "options.replica_per_rank ends with ','");
+  }
+}
+
 dtrace::RunOptions run_options(const dtrace_run_options& c) {
   dtrace::RunOptions options;
   if (c.run_dir != nullptr) options.run_dir = c.run_dir;
@@ -175,6 +210,7 @@ dtrace::RunOptions run_options(const dtrace_run_options& c) {
     options.replay_argv.emplace_back(c.replay_argv[i]);
   }
   if (c.replay_cwd != nullptr) options.replay_cwd = c.replay_cwd;
+  replicas(c, options);
   return options;
 }
 
@@ -187,7 +223,7 @@ int open_handle(const dtrace_run_options* options,
   *out = new (std::nothrow) dtrace_recorder();
   if (*out == nullptr) return DTRACE_ERROR_OUT_OF_MEMORY;
   dtrace_recorder& handle = **out;
-  try {
+  return guarded(handle.error, [&] {
     if (variables_error != nullptr) throw Failure{DTRACE_ERROR_INVALID_ARGUMENT, variables_error};
     require(options != nullptr, "options is NULL");
     const dtrace::RunOptions run = run_options(*options);
@@ -204,27 +240,24 @@ int open_handle(const dtrace_run_options* options,
       if (!request.isolate_op().empty()) handle.isolate_op = std::string(request.isolate_op());
     }
     handle.recorder = std::move(recorder);
-    return DTRACE_OK;
-  } catch (const Failure& failure) {
-    handle.error = failure.message;
-    return failure.code;
-  } catch (const RecorderError& error) {
-    handle.error = error.what();
-    return error_code(error.kind());
-  } catch (const std::bad_alloc&) {
-    handle.error = "out of memory";
-    return DTRACE_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& error) {
-    handle.error = std::string("internal error: ") + error.what();
-    return DTRACE_ERROR_INTERNAL;
-  } catch (...) {
-    handle.error = "internal error";
-    return DTRACE_ERROR_INTERNAL;
-  }
+  });
 }
 
 const char* c_string(const std::optional<std::string>& text) {
   return text ? text->c_str() : nullptr;
+}
+
+// The size of dtrace_run_options as DTRACE_1.0 callers allocate it.
+constexpr std::size_t kOptionsSize_1_0 = offsetof(dtrace_run_options, replica_groups);
+
+// A DTRACE_1.0 caller's options as the whole struct, the later fields at their
+// defaults; nullopt for NULL (open reports it).
+std::optional<dtrace_run_options> options_1_0(const dtrace_run_options* options) {
+  if (options == nullptr) return std::nullopt;
+  dtrace_run_options full;
+  dtrace_run_options_init(&full);
+  std::memcpy(&full, options, kOptionsSize_1_0);
+  return full;
 }
 
 }  // namespace
@@ -236,6 +269,31 @@ void dtrace_run_options_init(dtrace_run_options* options) {
   std::memset(options, 0, sizeof *options);
   options->world_size = 1;
   options->level = DTRACE_LEVEL_STEP;
+}
+
+// ---- DTRACE_1.0: programs linked against libdtrace 0.1 (src/capi/dtrace.map).
+// Their dtrace_run_options ends at replay_cwd: these read and write only those
+// bytes, and the 1.1 entry points get the rest from dtrace_run_options_init.
+
+__attribute__((symver("dtrace_run_options_init@DTRACE_1.0"))) void run_options_init_1_0(
+    dtrace_run_options* options) {
+  if (options == nullptr) return;
+  dtrace_run_options full;
+  dtrace_run_options_init(&full);
+  std::memcpy(options, &full, kOptionsSize_1_0);
+}
+
+__attribute__((symver("dtrace_recorder_open@DTRACE_1.0"))) int recorder_open_1_0(
+    const dtrace_run_options* options, dtrace_recorder** out) {
+  const auto full = options_1_0(options);
+  return dtrace_recorder_open(full ? &*full : nullptr, out);
+}
+
+__attribute__((symver("dtrace_recorder_open_with@DTRACE_1.0"))) int recorder_open_with_1_0(
+    const dtrace_run_options* options, const char* const* variables, size_t count,
+    dtrace_recorder** out) {
+  const auto full = options_1_0(options);
+  return dtrace_recorder_open_with(full ? &*full : nullptr, variables, count, out);
 }
 
 int dtrace_recorder_open(const dtrace_run_options* options, dtrace_recorder** out) {

@@ -29,6 +29,9 @@ class RunOptions(ctypes.Structure):
         ("replay_argv", ctypes.POINTER(ctypes.c_char_p)),
         ("replay_argc", ctypes.c_size_t),
         ("replay_cwd", ctypes.c_char_p),
+        # DTRACE_1.1: ctypes reaches the newest symbol versions (recorder.h, Versions)
+        ("replica_groups", ctypes.c_char_p),
+        ("replica_per_rank", ctypes.c_char_p),
     ]
 
 

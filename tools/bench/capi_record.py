@@ -36,7 +36,9 @@ class RunOptions(ctypes.Structure):
                 ("level", ctypes.c_int32), ("env_json", ctypes.c_char_p),
                 ("config_json", ctypes.c_char_p),
                 ("replay_argv", ctypes.POINTER(ctypes.c_char_p)),
-                ("replay_argc", ctypes.c_size_t), ("replay_cwd", ctypes.c_char_p)]
+                ("replay_argc", ctypes.c_size_t), ("replay_cwd", ctypes.c_char_p),
+                # DTRACE_1.1: ctypes reaches the newest symbol versions (recorder.h)
+                ("replica_groups", ctypes.c_char_p), ("replica_per_rank", ctypes.c_char_p)]
 
 
 def main():

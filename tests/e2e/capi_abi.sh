@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The C API's symbol versions (include/dtrace/recorder.h, "Versions";
+# src/capi/dtrace.map): a program compiled against libdtrace 0.1's recorder.h
+# and linked against 0.1 (no symbol versions; a stub with its soname stands in)
+# runs against today's libdtrace, whose dtrace_run_options is larger, and the
+# library reads and writes only the 0.1 struct (old_caller.c says how it
+# notices). The same program linked against today's library binds to the
+# DTRACE_1.1 entry points, which read past the 0.1 struct: that control must
+# fail, or the check above proves nothing.
+. "$(dirname "$0")/lib.sh"
+: "${BUILD_ROOT:?}" "${SOURCE_ROOT:?}"
+abi="$SOURCE_ROOT/tests/e2e/capi_abi"
+libdir="$BUILD_ROOT/src/capi"
+sanitize=""
+case "$(ldd "$libdir/libdtrace.so")" in
+  *libasan*) sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined" ;;
+esac
+cflags=(-std=c11 -Wall -Wextra -Werror -I"$abi/include" -I"$SOURCE_ROOT/include")
+
+readelf --dyn-syms -W "$libdir/libdtrace.so" >syms.txt
+for f in dtrace_run_options_init dtrace_recorder_open dtrace_recorder_open_with; do
+  [ "$(grep -c " $f@DTRACE_1.0\$" syms.txt)" = 1 ] || fail "$f@DTRACE_1.0 is not exported"
+  [ "$(grep -c " $f@@DTRACE_1.1\$" syms.txt)" = 1 ] || fail "$f@@DTRACE_1.1 is not the default"
+done
+
+mkdir old new
+# shellcheck disable=SC2086 # sanitize is a word list
+${CC:-cc} "${cflags[@]}" -shared -fPIC -Wl,-soname,libdtrace.so.0 -o old/libdtrace.so \
+  "$abi/libdtrace_0_1.c" || fail "the 0.1 stand-in does not build"
+# shellcheck disable=SC2086
+${CC:-cc} "${cflags[@]}" $sanitize -o old_caller "$abi/old_caller.c" -Lold -ldtrace ||
+  fail "old_caller does not build against the 0.1 header"
+! readelf -V old_caller | grep -q DTRACE_1 || fail "old_caller carries symbol versions"
+
+LD_LIBRARY_PATH="$libdir" ./old_caller run 2>err.txt || fail "a 0.1 program fails on today's libdtrace: $(cat err.txt)"
+[ -f run/rank0.jsonl ] || fail "the 0.1 program wrote no log"
+head -n1 run/rank0.jsonl | python3 -c 'import json,sys; h=json.load(sys.stdin); sys.exit("replicas" in h or h["world_size"] != 1)' ||
+  fail "the 0.1 program's header is wrong: $(head -n1 run/rank0.jsonl)"
+run_dtrace 0 check run
+
+# The control: linked against today's library, the same object reads 1.1's struct.
+# shellcheck disable=SC2086
+${CC:-cc} "${cflags[@]}" $sanitize -o new_caller "$abi/old_caller.c" -L"$libdir" -ldtrace ||
+  fail "old_caller does not link against today's libdtrace"
+if LD_LIBRARY_PATH="$libdir" ./new_caller new/run 2>err.txt; then
+  fail "the control passed: old_caller cannot tell which struct the library reads"
+fi
+echo ok

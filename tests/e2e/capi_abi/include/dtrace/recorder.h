@@ -1,0 +1,319 @@
+/* dtrace recorder, C API: write dtrace-fp/1 fingerprint logs and answer the
+ * replay protocol dtrace-replay/1 from any language (C, Python through ctypes,
+ * Rust, Julia, a JAX job through its FFI). The full contract is the man page
+ * dtrace-recorder(3); the log format and the DTRACE_* variables are
+ * dtrace-fp(5).
+ *
+ * These functions are thin wrappers over the C++ recorder
+ * (<dtrace/recorder.hpp>, dtrace::Recorder): one implementation of the
+ * protocol, reached from every language. A C++ program may use either.
+ *
+ * Handles. A dtrace_recorder is opaque; one per rank. It is created by
+ * dtrace_recorder_open() and released by dtrace_recorder_close(), which every
+ * handle needs, even one whose open failed.
+ *
+ * Errors. Every function that can fail returns an int: DTRACE_OK (0) or one of
+ * the DTRACE_ERROR_* codes of <dtrace/dtrace.h> (dtrace_error_string() gives a
+ * sentence for each). The handle keeps the last failure's message, naming the
+ * file, the DTRACE_* variable, or the record (scope, op and name) at fault:
+ * dtrace_recorder_last_error(). No C++ exception crosses this interface and the
+ * library never prints. Outputs are written only on success. A NULL handle or
+ * NULL output pointer gives DTRACE_ERROR_INVALID_ARGUMENT.
+ *
+ * Strings. Every const char* argument is a NUL-terminated UTF-8 string that
+ * the library copies before returning; the caller keeps ownership. Strings the
+ * library hands out (const char** outputs) belong to the handle and stay valid
+ * until dtrace_recorder_close(), except where a function says otherwise.
+ *
+ * Threads. One handle is used by one thread at a time (the caller serialises
+ * calls on it); distinct handles may be used from different threads at once:
+ * ranks run as threads of one process may each hold their own, and the files
+ * they share (a replay's DTRACE_OUT, a capture index) receive whole lines only.
+ * dtrace_error_string, dtrace_version and the fingerprint functions of
+ * <dtrace/dtrace.h> may be called from any thread at any time.
+ *
+ * Link with `pkg-config --cflags --libs dtrace` (libdtrace.so).
+ */
+#ifndef DTRACE_RECORDER_H
+#define DTRACE_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrace/dtrace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Levels: how fine a record is (and a run is traced). Values fixed. */
+#define DTRACE_LEVEL_STEP 0   /* metrics and state, once per step */
+#define DTRACE_LEVEL_LAYER 1  /* each layer's inputs and outputs */
+#define DTRACE_LEVEL_KERNEL 2 /* each kernel's inputs and outputs */
+
+/* The `io` of a record. Values fixed. DTRACE_IO_TIMING records (a step's time)
+ * are written but never compared by `dtrace diff`. */
+#define DTRACE_IO_IN 0
+#define DTRACE_IO_OUT 1
+#define DTRACE_IO_STATE 2  /* parameters, optimizer moments, RNG state */
+#define DTRACE_IO_METRIC 3 /* loss, gradient norm */
+#define DTRACE_IO_TIMING 4
+
+typedef struct dtrace_recorder dtrace_recorder;
+
+/* How this program runs, for the log header and the run's files. Fill it with
+ * dtrace_run_options_init() first, then set what applies: fields added in a
+ * later version get their defaults from the init function. */
+typedef struct dtrace_run_options {
+  /* A normal run writes <run_dir>/rank<rank>.jsonl (run_dir is created; an
+   * existing rank file is DTRACE_ERROR_IO, never overwritten). DTRACE_RUN_DIR
+   * replaces it; under a replay it is never created or written. NULL or "":
+   * none, then a normal run needs DTRACE_RUN_DIR or DTRACE_OUT. */
+  const char* run_dir;
+  /* Header "run". NULL: "". */
+  const char* run_name;
+  /* This process's (or thread's) rank, 0 <= rank < world_size. */
+  int32_t rank;
+  int32_t world_size;
+  /* DTRACE_LEVEL_*: the level of a normal run; DTRACE_LEVEL overrides it. */
+  int32_t level;
+  /* Header "env": a JSON object of string values, the variables that decide
+   * determinism ({"NCCL_ALGO":"Ring"}). NULL: {}. */
+  const char* env_json;
+  /* Header "config": a JSON object, written verbatim (key order and number
+   * spelling kept). NULL: {}. */
+  const char* config_json;
+  /* Header "replay": how dtrace runs this program again (argv[0] is the
+   * program; no shell). replay_argc 0: no replay field (dtrace bisect then
+   * needs --replay). The protocol field is added by the recorder. */
+  const char* const* replay_argv;
+  size_t replay_argc;
+  /* Header "replay.cwd": the directory the command runs in. NULL: the current
+   * directory at dtrace_recorder_open(). */
+  const char* replay_cwd;
+} dtrace_run_options;
+
+/* Defaults: no run_dir, run_name "", rank 0, world_size 1, DTRACE_LEVEL_STEP,
+ * env and config {}, no replay command, replay_cwd NULL. */
+void dtrace_run_options_init(dtrace_run_options* options);
+
+/* Opens the recorder of one rank, reading the replay request from the process
+ * environment (the DTRACE_* variables of dtrace-fp(5); an empty variable
+ * counts as unset). Where the log goes:
+ *   - DTRACE_OUT=file: that file, shared by every handle of this process
+ *     (an existing empty file is replaced, one with content refused);
+ *   - DTRACE_REPLAY_STEP or DTRACE_ISOLATE without DTRACE_OUT: nowhere;
+ *   - otherwise <run_dir>/rank<rank>.jsonl (DTRACE_RUN_DIR replaces run_dir).
+ * DTRACE_CAPTURE creates that capture directory; DTRACE_INPUTS reads its
+ * capture index now. Under DTRACE_REPLAY_STEP=N, steps before N are
+ * fast-forwarded (see dtrace_recorder_fast_forward).
+ *
+ * Like sqlite3_open(), *out receives a handle even when opening fails (unless
+ * out is NULL or memory runs out, then *out is NULL): the handle holds the
+ * message (dtrace_recorder_last_error) and refuses every other call with
+ * DTRACE_ERROR_ORDER; close it with dtrace_recorder_close().
+ * Errors: DTRACE_ERROR_INVALID_ARGUMENT (options or out NULL, rank outside
+ * world_size, a level or JSON text that is not valid, no place for the log),
+ * DTRACE_ERROR_ENVIRONMENT (a DTRACE_* variable with a bad value, or
+ * variables that cannot go together: the message names the variable and its
+ * value), DTRACE_ERROR_IO (a file or directory that cannot be created, a
+ * rank file that exists, an unreadable DTRACE_INPUTS). */
+int dtrace_recorder_open(const dtrace_run_options* options, dtrace_recorder** out);
+
+/* The same, with the replay request taken from `count` strings "NAME=VALUE"
+ * instead of the process environment (for tests, and for launchers that build
+ * a child's environment). Strings without '=' are DTRACE_ERROR_INVALID_ARGUMENT;
+ * names other than DTRACE_* are ignored. variables may be NULL when count is 0. */
+int dtrace_recorder_open_with(const dtrace_run_options* options, const char* const* variables,
+                              size_t count, dtrace_recorder** out);
+
+/* Closes the recorder and frees the handle (NULL: nothing to do, DTRACE_OK).
+ * A step left open is written without its end record (readers report it
+ * incomplete, as after a crash) and DTRACE_ERROR_ORDER is returned, except an
+ * open repetition, which is ended normally. The handle is freed whatever the
+ * result; never use it again. The log file itself may stay open until the
+ * process exits when other handles share it (a replay's DTRACE_OUT); every
+ * finished step is already flushed. */
+int dtrace_recorder_close(dtrace_recorder* recorder);
+
+/* The message of the last failed call on this handle ("" when none failed),
+ * e.g. "DTRACE_LEVEL=fine: not one of step, layer, kernel" or
+ * "fwd/layer.1 gemm 'x': 12 bytes, but 4 elements of f32 take 16". Valid until
+ * the next call on the handle. A NULL handle gives a static sentence. */
+const char* dtrace_recorder_last_error(const dtrace_recorder* recorder);
+
+/* ---- The replay request and the level in force, as plain values. -------- */
+
+/* The level in force (DTRACE_LEVEL, else options.level): DTRACE_LEVEL_*. */
+int dtrace_recorder_level(const dtrace_recorder* recorder, int32_t* level);
+
+/* *wanted = 1 when a record of `level` made now, in the current scope, would be
+ * written: level <= the level in force, a kernel-level record inside
+ * DTRACE_SCOPE, and the step (if one is open) not fast-forwarded. 0 otherwise:
+ * the program may skip computing it. */
+int dtrace_recorder_wants(const dtrace_recorder* recorder, int32_t level, int32_t* wanted);
+
+/* *captures = 1 when a tensor recorded now in the current scope would also be
+ * captured (DTRACE_CAPTURE is set and the scope starts with DTRACE_SCOPE): its
+ * host bytes must then be passed, even with a precomputed digest. */
+int dtrace_recorder_captures(const dtrace_recorder* recorder, int32_t* captures);
+
+/* *replay = 1 under DTRACE_REPLAY_STEP or DTRACE_ISOLATE: the program must then
+ * write no file of its own (no run directory, no checkpoint). */
+int dtrace_recorder_is_replay(const dtrace_recorder* recorder, int32_t* replay);
+
+/* DTRACE_REPLAY_STEP: the step to restore and run alone; -1 when unset. */
+int dtrace_recorder_replay_step(const dtrace_recorder* recorder, int64_t* step);
+
+/* DTRACE_SCOPE: kernel-level records (and captures) only in scopes starting
+ * with this prefix; "" when unset (everywhere). */
+int dtrace_recorder_scope_prefix(const dtrace_recorder* recorder, const char** prefix);
+
+/* DTRACE_CAPTURE: the capture directory this recorder writes; NULL when unset. */
+int dtrace_recorder_capture_dir(const dtrace_recorder* recorder, const char** dir);
+
+/* DTRACE_ISOLATE, split: the scope of the layer or op to run alone (NULL when
+ * not isolating), and the op (NULL when the whole layer is isolated). */
+int dtrace_recorder_isolate_scope(const dtrace_recorder* recorder, const char** scope);
+int dtrace_recorder_isolate_op(const dtrace_recorder* recorder, const char** op);
+
+/* DTRACE_OCCURRENCE: which call of the isolated layer or op within its scope
+ * the request names (0 the first call, 1 the second, ... as in a record's
+ * identity), or -1 when the request names none (not isolating, or no
+ * DTRACE_OCCURRENCE: then the first call is meant). See dtrace-fp(5). */
+int dtrace_recorder_isolate_occurrence(const dtrace_recorder* recorder, int32_t* occurrence);
+
+/* DTRACE_INPUTS: the capture directory isolation reads; NULL when unset. */
+int dtrace_recorder_inputs_dir(const dtrace_recorder* recorder, const char** dir);
+
+/* DTRACE_REPEAT: how many repetitions an isolation runs (1 when unset). */
+int dtrace_recorder_repeat(const dtrace_recorder* recorder, int32_t* repeat);
+
+/* dtrace's workflow variables (`dtrace verify`, `dtrace tax`; dtrace(1)), for
+ * a training run: DTRACE_CHECKPOINT_DIR (NULL when unset), DTRACE_STOP_AT and
+ * DTRACE_RESUME_AT (-1 when unset), DTRACE_DETERMINISTIC (1, 0, or -1 unset). */
+int dtrace_recorder_checkpoint_dir(const dtrace_recorder* recorder, const char** dir);
+int dtrace_recorder_stop_at(const dtrace_recorder* recorder, int64_t* step);
+int dtrace_recorder_resume_at(const dtrace_recorder* recorder, int64_t* step);
+int dtrace_recorder_deterministic(const dtrace_recorder* recorder, int32_t* deterministic);
+
+/* ---- Scopes. ------------------------------------------------------------ */
+
+/* Enters scope `part` ("fwd", then "layer.1" gives "fwd/layer.1"); an empty
+ * part changes nothing but still needs its pop. Scopes may be pushed and
+ * popped inside or outside a step. */
+int dtrace_recorder_push_scope(dtrace_recorder* recorder, const char* part);
+
+/* Leaves the innermost scope. DTRACE_ERROR_ORDER when none is open. */
+int dtrace_recorder_pop_scope(dtrace_recorder* recorder);
+
+/* The current scope path ("" at the top). Valid until the next push or pop. */
+int dtrace_recorder_current_scope(const dtrace_recorder* recorder, const char** scope);
+
+/* ---- Steps. ------------------------------------------------------------- */
+
+/* Begins step `step` (>= 0). A rank's steps must increase; DTRACE_ERROR_ORDER
+ * when a step is open or `step` is not after the last one. */
+int dtrace_recorder_begin_step(dtrace_recorder* recorder, int64_t step);
+
+/* Ends the open step: writes its end record and flushes its lines (a
+ * fast-forwarded step writes nothing). DTRACE_ERROR_ORDER without an open
+ * step; DTRACE_ERROR_IO when the log cannot be written. */
+int dtrace_recorder_end_step(dtrace_recorder* recorder);
+
+/* Fast-forward: steps begun before `until_step` run without recording (their
+ * begin, records and end are accepted and dropped, and wants() says 0), so a
+ * program restoring a checkpoint older than the step it must replay runs the
+ * steps between with its recording code unchanged. Steps from until_step on
+ * are recorded. Under DTRACE_REPLAY_STEP=N the recorder starts with
+ * until_step = N; -1 records every step. Takes effect at the next begin_step. */
+int dtrace_recorder_fast_forward(dtrace_recorder* recorder, int64_t until_step);
+
+/* ---- Records. Each needs an open step (else DTRACE_ERROR_ORDER); one that
+ * wants() would refuse is accepted and dropped. op and name are the record's
+ * identity in the current scope; level is DTRACE_LEVEL_*, io DTRACE_IO_*. -- */
+
+/* A tensor in host memory: `bytes` bytes at `data`, contiguous, in logical
+ * (row-major) element order, fingerprinted (xxh3-64k/1) on the calling thread,
+ * and written to the capture when dtrace_recorder_captures() says so.
+ * dtype: f64 f32 bf16 f16 f8e4m3 f8e5m2 (any f8*) c64 c128 i8 i16 i32 i64 u8
+ * u16 u32 u64 bool; shape: `ndim` extents >= 0 (shape may be NULL when ndim is
+ * 0, a scalar tensor). DTRACE_ERROR_INVALID_ARGUMENT for a NULL op, name,
+ * dtype or data (data may be NULL when bytes is 0), an unknown dtype, a
+ * negative extent, or a byte count that disagrees with dtype and shape (the
+ * wrong buffer). DTRACE_ERROR_IO when the capture cannot be written. */
+int dtrace_recorder_tensor(dtrace_recorder* recorder, int32_t level, const char* op, int32_t io,
+                           const char* name, const char* dtype, const int64_t* shape, size_t ndim,
+                           const void* data, size_t bytes);
+
+/* A tensor whose fingerprint was computed elsewhere (on the device with
+ * dtrace_fingerprint_device_batch, or while its bytes were hot in cache): the
+ * digest is written as is. `bytes` must still agree with dtype and shape.
+ * `data` may be NULL, except when dtrace_recorder_captures() says 1: a capture
+ * needs the host bytes (else DTRACE_ERROR_INVALID_ARGUMENT). The recorder does
+ * not check the digest against data. */
+int dtrace_recorder_tensor_digest(dtrace_recorder* recorder, int32_t level, const char* op,
+                                  int32_t io, const char* name, const char* dtype,
+                                  const int64_t* shape, size_t ndim, uint64_t digest,
+                                  const void* data, size_t bytes);
+
+/* A scalar by its exact bits (compared bit for bit: -0.0 differs from +0.0,
+ * NaN payloads count). dtype f64, i64, u64 use all 64 bits; f32, i32, u32 the
+ * low 32; bf16, f16, i16, u16 the low 16; i8, u8, bool the low 8. `value` is
+ * written for people only. DTRACE_ERROR_INVALID_ARGUMENT for another dtype. */
+int dtrace_recorder_scalar(dtrace_recorder* recorder, int32_t level, const char* op, int32_t io,
+                           const char* name, const char* dtype, uint64_t bits, double value);
+
+/* ---- Isolation: DTRACE_ISOLATE + DTRACE_INPUTS + DTRACE_REPEAT. ---------- */
+
+/* Repetition k (0 .. repeat-1) of an isolated layer or op: its records are
+ * written as step k. Ends the previous repetition if one is open;
+ * DTRACE_ERROR_ORDER while an ordinary step is open. The last repetition ends
+ * with dtrace_recorder_end_step() or dtrace_recorder_close(). */
+int dtrace_recorder_begin_repetition(dtrace_recorder* recorder, int32_t k);
+
+/* One record of the capture that DTRACE_INPUTS names: this rank's records of
+ * the captured step (DTRACE_REPLAY_STEP if set, else the capture's first
+ * complete step), in seq order. Strings and shape belong to the handle. */
+typedef struct dtrace_captured_record {
+  const char* scope;
+  const char* op;
+  int32_t io;         /* DTRACE_IO_*, or -1 for an io this version does not know */
+  int32_t occurrence; /* earlier captured records with the same scope, op, io, name */
+  const char* name;
+  const char* dtype;
+  const int64_t* shape;
+  size_t ndim;
+  uint64_t bytes;     /* the size of the captured file */
+  uint64_t digest;    /* its fingerprint as recorded */
+  int64_t step;
+  int64_t seq;
+  const char* file;   /* the path of the raw bytes: DTRACE_INPUTS/<file> */
+} dtrace_captured_record;
+
+/* How many records the capture holds for this rank (0 without DTRACE_INPUTS). */
+int dtrace_recorder_captured_count(const dtrace_recorder* recorder, size_t* count);
+
+/* Record `index` (0 .. count-1); DTRACE_ERROR_INVALID_ARGUMENT past the end. */
+int dtrace_recorder_captured_record(const dtrace_recorder* recorder, size_t index,
+                                    dtrace_captured_record* record);
+
+/* The index of the captured record (scope, op, io, name, occurrence);
+ * DTRACE_ERROR_NOT_FOUND when the capture lacks it (or without DTRACE_INPUTS). */
+int dtrace_recorder_captured_find(const dtrace_recorder* recorder, const char* scope,
+                                  const char* op, int32_t io, const char* name, int32_t occurrence,
+                                  size_t* index);
+
+/* Reads record `index`'s bytes into buffer, which holds `capacity` bytes:
+ * exactly record.bytes are written. The bytes are checked against the
+ * recorded digest: a file that changed, vanished or is shorter than its
+ * record is DTRACE_ERROR_IO (the capture is damaged). capacity smaller than
+ * record.bytes is DTRACE_ERROR_INVALID_ARGUMENT, nothing written. */
+int dtrace_recorder_captured_read(dtrace_recorder* recorder, size_t index, void* buffer,
+                                  size_t capacity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DTRACE_RECORDER_H */

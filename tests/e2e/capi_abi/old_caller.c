@@ -1,0 +1,51 @@
+/* A program of libdtrace 0.1's time: compiled against that release's
+ * recorder.h (include/dtrace/recorder.h, a copy), whose dtrace_run_options ends
+ * at replay_cwd. The struct sits in a larger one whose trailing fields stand
+ * where 1.1's replica_groups and replica_per_rank would be, holding groups that
+ * are invalid for its world_size 1: a library that wrote or read past the caller's
+ * struct changes them (init) or refuses them (open). Writes one step to
+ * RUN_DIR/rank0.jsonl. Exit 0 when the library kept to the 0.1 struct. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dtrace/recorder.h"
+
+struct guarded {
+  dtrace_run_options options;
+  const char* after[2];
+};
+
+static const char* const kTrap = "0-9";
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: old_caller RUN_DIR\n");
+    return 2;
+  }
+  struct guarded g;
+  g.after[0] = kTrap;
+  g.after[1] = kTrap;
+  dtrace_run_options_init(&g.options);
+  if (g.after[0] != kTrap || g.after[1] != kTrap) {
+    fprintf(stderr, "dtrace_run_options_init wrote past the 0.1 struct\n");
+    return 1;
+  }
+  g.options.run_dir = argv[1];
+  g.options.run_name = "old";
+  dtrace_recorder* rec = NULL;
+  int code = dtrace_recorder_open_with(&g.options, NULL, 0, &rec);
+  if (code != DTRACE_OK) {
+    fprintf(stderr, "open: %s\n", dtrace_recorder_last_error(rec));
+    dtrace_recorder_close(rec);
+    return 1;
+  }
+  if (dtrace_recorder_begin_step(rec, 0) != DTRACE_OK ||
+      dtrace_recorder_scalar(rec, DTRACE_LEVEL_STEP, "loss", DTRACE_IO_METRIC, "loss", "f64",
+                             0x3ff0000000000000ull, 1.0) != DTRACE_OK ||
+      dtrace_recorder_end_step(rec) != DTRACE_OK) {
+    fprintf(stderr, "record: %s\n", dtrace_recorder_last_error(rec));
+    dtrace_recorder_close(rec);
+    return 1;
+  }
+  return dtrace_recorder_close(rec) == DTRACE_OK ? 0 : 1;
+}
