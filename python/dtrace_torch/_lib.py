@@ -187,14 +187,16 @@ class Native:
     """One dtrace_recorder handle (one rank)."""
 
     def __init__(self, *, run_dir: Optional[str], run_name: str, rank: int, world_size: int, level: int,
-                 env_json: str, config_json: str, replay_argv: Sequence[str], replay_cwd: Optional[str]):
+                 env_json: str, config_json: str, replay_argv: Sequence[str], replay_cwd: Optional[str],
+                 replica_groups: Optional[str] = None, replica_per_rank: Optional[str] = None):
         self._lib = lib()
         self._dims: dict = {}  # shape -> its int64[] (tensor())
         self._text: dict = {}  # op, name, dtype -> bytes (tensor())
         options = RunOptions()
         self._lib.dtrace_run_options_init(_c.byref(options))
         # The bytes objects must outlive the call: keep them on the instance.
-        self._keep = [_b(run_dir), _b(run_name), _b(env_json), _b(config_json), _b(replay_cwd)]
+        self._keep = [_b(run_dir), _b(run_name), _b(env_json), _b(config_json), _b(replay_cwd),
+                      _b(replica_groups), _b(replica_per_rank)]
         argv = [_b(a) for a in replay_argv]
         self._keep.append(argv)
         options.run_dir, options.run_name = self._keep[0], self._keep[1]
@@ -203,6 +205,7 @@ class Native:
         options.replay_argv = (_c.c_char_p * max(1, len(argv)))(*argv)
         options.replay_argc = len(argv)
         options.replay_cwd = self._keep[4]
+        options.replica_groups, options.replica_per_rank = self._keep[5], self._keep[6]
         handle = _p()
         code = self._lib.dtrace_recorder_open(_c.byref(options), _c.byref(handle))
         self._h = handle

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import shlex
 import shutil
 import sys
 import time
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
@@ -82,6 +83,34 @@ def _replay_argv(checkpoint_dir: Optional[str], deterministic: Optional[str]) ->
     return [shutil.which("env") or "/usr/bin/env"] + pinned + argv if pinned else argv
 
 
+def _whole_world_ddp(model: torch.nn.Module, world_size: int) -> Optional[str]:
+    """"0-<W-1>" when every rank is a replica of every other without guessing: the
+    model is wrapped in DistributedDataParallel over a process group of the whole
+    world. Else None (a DDP over a subgroup says nothing about the other groups)."""
+    dist = getattr(torch, "distributed", None)
+    if world_size < 2 or dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    from torch.nn.parallel import DistributedDataParallel
+    if not isinstance(model, DistributedDataParallel) or dist.get_world_size() != world_size:
+        return None
+    group = getattr(model, "process_group", None)  # None: the default group, the world
+    if group is not None and dist.get_world_size(group) != world_size:
+        return None
+    return f"0-{world_size - 1}"
+
+
+def _replica_groups(replicas: Union[None, str, Sequence[Sequence[int]]], model: torch.nn.Module,
+                    world_size: int) -> Optional[str]:
+    """The header's replica groups in `dtrace replicas --groups`' grammar ("0,1:2,3"),
+    which libdtrace checks (an invalid value is a RecorderError naming it)."""
+    if replicas is None:
+        return _whole_world_ddp(model, world_size)
+    if isinstance(replicas, str):
+        return replicas
+    # operator.index: ranks are integers, not 1.0 or "1".
+    return ":".join(",".join(str(operator.index(r)) for r in group) for group in replicas)
+
+
 class Recorder:
     """Records one rank of a PyTorch training job and answers dtrace's replays.
 
@@ -95,6 +124,13 @@ class Recorder:
     level: "step", "layer" or "kernel" for a normal run (DTRACE_LEVEL overrides).
     rank, world_size: default from torch.distributed when it is initialized.
     config: extra header config (the program's own switches).
+    replicas: the data-parallel replica groups, for the header (dtrace-fp(5)) that
+      `dtrace replicas` reads: [[0, 1, 2, 3]] or the string "0-3" (groups split by
+      ':', ranks and ranges by ','). None (the default): one group of every rank
+      when the model is a DistributedDataParallel over the whole world, else no
+      groups are written (they are not guessed). [] or "": none, even for DDP.
+    per_rank: the step-scope state ops that are each rank's own, not compared
+      between replicas; default "rng" and the names in `state` (data samplers).
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
@@ -102,7 +138,9 @@ class Recorder:
                  checkpoint_every: int = 0, state: Optional[Mapping[str, Any]] = None,
                  level: str = "step", run_name: Optional[str] = None, rank: Optional[int] = None,
                  world_size: Optional[int] = None, config: Optional[Mapping[str, Any]] = None,
-                 replay_argv: Optional[Sequence[str]] = None, backward_hooks: bool = True):
+                 replay_argv: Optional[Sequence[str]] = None, backward_hooks: bool = True,
+                 replicas: Union[None, str, Sequence[Sequence[int]]] = None,
+                 per_rank: Optional[Sequence[str]] = None):
         if level not in _lib.LEVELS:
             raise ValueError(f"level={level!r}: not one of step, layer, kernel")
         if checkpoint_every < 0:
@@ -117,6 +155,10 @@ class Recorder:
         dist_rank, dist_world = _distributed()
         self.rank = dist_rank if rank is None else rank
         self.world_size = dist_world if world_size is None else world_size
+        own = ["rng"] + list(self.extra) if per_rank is None else list(per_rank)
+        for op in own:
+            if not op or "," in op:
+                raise ValueError(f"per_rank: {op!r} is not an op name (empty, or has a ',')")
 
         # Workflow variables that must survive into this run's replays, and the
         # private ones a replay command carries them in.
@@ -138,7 +180,9 @@ class Recorder:
         self.native = _lib.Native(run_dir=run_dir, run_name=run_name or (os.path.basename(run_dir) if run_dir else ""),
                                   rank=self.rank, world_size=self.world_size, level=_lib.LEVELS[level],
                                   env_json=json.dumps(environment.env()), config_json=json.dumps(header_config),
-                                  replay_argv=argv, replay_cwd=None)
+                                  replay_argv=argv, replay_cwd=None,
+                                  replica_groups=_replica_groups(replicas, model, self.world_size),
+                                  replica_per_rank=",".join(own))
         self.sink = Sink(self.native)
         self.level = self.native.level()
         self.replaying = self.native.is_replay()

@@ -17,6 +17,11 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
   scatter-add   (CUDA) the combine is scatter_add_ with deterministic algorithms
                 off: real atomics on another op.
 
+Under torchrun (WORLD_SIZE > 1) the ranks are data-parallel replicas over gloo,
+gradients averaged by all_reduce (or by DistributedDataParallel with --ddp), and
+the header names them one replica group; --flip-bit RANK:STEP flips one bit of
+that rank's parameters before STEP, a silent data corruption for `dtrace replicas`.
+
 Run `gpt_moe.py --help`. docs/torch.md explains the recording."""
 from __future__ import annotations
 
@@ -245,6 +250,22 @@ class Batches:
         return rows[:, :-1].to(self.device), rows[:, 1:].to(self.device)
 
 
+def flip_bit(text: str) -> tuple:
+    """--flip-bit RANK:STEP."""
+    rank, sep, step = text.partition(":")
+    if not sep or not rank.isdigit() or not step.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not RANK:STEP")
+    return int(rank), int(step)
+
+
+def flip_one_bit(model: torch.nn.Module) -> None:
+    """What a silent data corruption does to one replica: bit 20 of the first
+    parameter's first element, flipped in place (the step's state record shows it)."""
+    with torch.no_grad():
+        first = next(model.parameters()).view(-1)[:1]
+        first.view(torch.int32).bitwise_xor_(1 << 20)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=8)
@@ -262,6 +283,12 @@ def main(argv=None) -> int:
     p.add_argument("--nondet-rank", type=int, default=None,
                    help="plant the --nondet switches on this rank only (torchrun jobs)")
     p.add_argument("--no-record", action="store_true", help="train without dtrace_torch (benchmarks)")
+    p.add_argument("--flip-bit", type=flip_bit, default=None, metavar="RANK:STEP",
+                   help="flip a bit of RANK's parameters before STEP (a planted silent data corruption, "
+                        "for dtrace replicas)")
+    p.add_argument("--ddp", action="store_true",
+                   help="torchrun jobs: DistributedDataParallel averages the gradients (the recorder "
+                        "then finds the replica groups itself) instead of explicit all_reduce calls")
     args = p.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -299,19 +326,28 @@ def main(argv=None) -> int:
         return 0
 
     import dtrace_torch as dt
+    # Every rank a replica of the others: a DDP model tells the recorder so
+    # itself; with explicit all_reduce calls the program says it.
+    replicas = None if args.ddp or world < 2 else [list(range(world))]
+    if args.ddp and world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
     rec = dt.Recorder(model, optimizer, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
                       checkpoint_every=args.checkpoint_every, state={"data": batches}, level=args.level,
+                      replicas=replicas,
                       config={"example": "gpt_moe", "nondet": planted, "nondet_rank": args.nondet_rank,
-                              "layers": args.layers,
+                              "layers": args.layers, "ddp": args.ddp,
+                              "flip_bit": "%d:%d" % args.flip_bit if args.flip_bit else None,
                               "width": args.width, "device": args.device})
     for step in rec.steps(args.steps):
         if step == rec.restored_at and "dropout-rng" in args.nondet:
             torch.manual_seed(int.from_bytes(os.urandom(4), "little"))  # planted: RNG not restored
         x, y = next(batches)
+        if args.flip_bit == (rank, step):
+            flip_one_bit(model)
         with rec.step(step):
             loss = model(x, y)
             loss.backward()
-            if world > 1:
+            if world > 1 and not args.ddp:
                 for p in model.parameters():
                     torch.distributed.all_reduce(p.grad)
                     p.grad /= world
