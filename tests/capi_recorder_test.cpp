@@ -492,8 +492,9 @@ TEST_CASE("C API: replica groups that are not valid are refused at open, named")
       {"0,1:1,2", nullptr, "options.replica_groups"},
       {"0:1,2,3", nullptr, "needs 2 ranks or more"},
       {"0,x", nullptr, "options.replica_groups"},
-      {"0-3", "rng,", "options.replica_per_rank ends with ','"},
-      {"0-3", "rng,,data", "options.replica_per_rank has an empty op name"},
+      {"0-3", "rng,", "options.replica_per_rank \"rng,\": an empty op name"},
+      {"0-3", "rng,,data", "options.replica_per_rank \"rng,,data\": an empty op name"},
+      {"0-3", ",rng", "an empty op name"},
   };
   for (const Bad& bad : cases) {
     INFO(bad.groups << " / " << (bad.per_rank ? bad.per_rank : "NULL"));

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <map>
@@ -157,6 +158,21 @@ std::vector<std::int64_t> shape_of(const std::int64_t* shape, std::size_t ndim) 
   return std::vector<std::int64_t>(shape, shape + ndim);
 }
 
+// replica_per_rank: "rng,data" as op names; "" none.
+std::vector<std::string> per_rank_ops(std::string_view list) {
+  std::vector<std::string> ops;
+  for (std::size_t start = 0; !list.empty() && start <= list.size();) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    if (end == start) {
+      throw Failure{DTRACE_ERROR_INVALID_ARGUMENT,
+                    "options.replica_per_rank \"" + std::string(list) + "\": an empty op name"};
+    }
+    ops.emplace_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return ops;
+}
+
 // Header "replicas": the groups read with `dtrace replicas --groups`' parser
 // (one grammar for the CLI, minitrain's header and the C API).
 void replicas(const dtrace_run_options& c, dtrace::RunOptions& options) {
@@ -166,18 +182,7 @@ void replicas(const dtrace_run_options& c, dtrace::RunOptions& options) {
     throw Failure{DTRACE_ERROR_INVALID_ARGUMENT, "options.replica_groups: " + groups.error().message};
   }
   for (const auto& group : *groups) options.replica_groups.emplace_back(group.begin(), group.end());
-  if (c.replica_per_rank == nullptr) return;  // RunOptions' default, "rng,data"
-  options.per_rank_state.clear();
-  std::string_view rest = c.replica_per_rank;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    const std::string_view op = rest.substr(0, comma);
-    require(!op.empty(), "options.replica_per_rank has an empty op name");
-    options.per_rank_state.emplace_back(op);
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    require(comma == std::string_view::npos || !rest.empty(),
-            "options.replica_per_rank ends with ','");
-  }
+  if (c.replica_per_rank != nullptr) options.per_rank_state = per_rank_ops(c.replica_per_rank);
 }
 
 dtrace::RunOptions run_options(const dtrace_run_options& c) {
