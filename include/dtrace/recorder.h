@@ -69,8 +69,9 @@ typedef struct dtrace_recorder dtrace_recorder;
  * write it (dtrace_run_options_init, dtrace_recorder_open,
  * dtrace_recorder_open_with) carry ELF symbol versions, as glibc's do: a
  * program binds, when it is linked, to the version of the header it was
- * compiled with, and keeps it. DTRACE_1.0 is the struct up to replay_cwd
- * (libdtrace 0.1); DTRACE_1.1 adds replica_groups and replica_per_rank. A
+ * compiled with, and keeps it. DTRACE_1.0 is the struct up to replay_cwd (the
+ * first interface, exported unversioned before DTRACE_1.1 existed); DTRACE_1.1
+ * adds replica_groups and replica_per_rank. A
  * program built against an older header (and libdtrace) therefore keeps
  * working with a newer libdtrace: its calls reach the DTRACE_1.0 entry points,
  * which read and write only the fields it allocated and give the newer ones

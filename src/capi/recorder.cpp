@@ -276,7 +276,7 @@ void dtrace_run_options_init(dtrace_run_options* options) {
   options->level = DTRACE_LEVEL_STEP;
 }
 
-// ---- DTRACE_1.0: programs linked against libdtrace 0.1 (src/capi/dtrace.map).
+// ---- DTRACE_1.0: programs built against the first struct (src/capi/dtrace.map).
 // Their dtrace_run_options ends at replay_cwd: these read and write only those
 // bytes, and the 1.1 entry points get the rest from dtrace_run_options_init.
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The C API's symbol versions (include/dtrace/recorder.h, "Versions";
-# src/capi/dtrace.map): a program compiled against libdtrace 0.1's recorder.h
-# and linked against 0.1 (no symbol versions; a stub with its soname stands in)
-# runs against today's libdtrace, whose dtrace_run_options is larger, and the
-# library reads and writes only the 0.1 struct (old_caller.c says how it
-# notices). The same program linked against today's library binds to the
-# DTRACE_1.1 entry points, which read past the 0.1 struct: that control must
-# fail, or the check above proves nothing.
+# src/capi/dtrace.map): a program compiled against the recorder.h of before
+# DTRACE_1.1 (capi_abi/include, a copy) and linked against the libdtrace of
+# then (no symbol versions; a stub with its soname stands in) runs against
+# today's libdtrace, whose dtrace_run_options is larger, and the library reads
+# and writes only the old struct (old_caller.c says how it notices). The same
+# program linked against today's library binds to the DTRACE_1.1 entry points,
+# which read past the old struct: that control must fail, or the check above
+# proves nothing.
 . "$(dirname "$0")/lib.sh"
 : "${BUILD_ROOT:?}" "${SOURCE_ROOT:?}"
 abi="$SOURCE_ROOT/tests/e2e/capi_abi"
@@ -26,16 +27,16 @@ done
 mkdir old new
 # shellcheck disable=SC2086 # sanitize is a word list
 ${CC:-cc} "${cflags[@]}" -shared -fPIC -Wl,-soname,libdtrace.so.0 -o old/libdtrace.so \
-  "$abi/libdtrace_0_1.c" || fail "the 0.1 stand-in does not build"
+  "$abi/libdtrace_unversioned.c" || fail "the unversioned stand-in does not build"
 # shellcheck disable=SC2086
 ${CC:-cc} "${cflags[@]}" $sanitize -o old_caller "$abi/old_caller.c" -Lold -ldtrace ||
-  fail "old_caller does not build against the 0.1 header"
+  fail "old_caller does not build against the old header"
 ! readelf -V old_caller | grep -q DTRACE_1 || fail "old_caller carries symbol versions"
 
-LD_LIBRARY_PATH="$libdir" ./old_caller run 2>err.txt || fail "a 0.1 program fails on today's libdtrace: $(cat err.txt)"
-[ -f run/rank0.jsonl ] || fail "the 0.1 program wrote no log"
+LD_LIBRARY_PATH="$libdir" ./old_caller run 2>err.txt || fail "an old program fails on today's libdtrace: $(cat err.txt)"
+[ -f run/rank0.jsonl ] || fail "the old program wrote no log"
 head -n1 run/rank0.jsonl | python3 -c 'import json,sys; h=json.load(sys.stdin); sys.exit("replicas" in h or h["world_size"] != 1)' ||
-  fail "the 0.1 program's header is wrong: $(head -n1 run/rank0.jsonl)"
+  fail "the old program's header is wrong: $(head -n1 run/rank0.jsonl)"
 run_dtrace 0 check run
 
 # The control: linked against today's library, the same object reads 1.1's struct.

@@ -1,10 +1,10 @@
-/* A program of libdtrace 0.1's time: compiled against that release's
- * recorder.h (include/dtrace/recorder.h, a copy), whose dtrace_run_options ends
- * at replay_cwd. The struct sits in a larger one whose trailing fields stand
+/* A program of before DTRACE_1.1: compiled against the recorder.h of then
+ * (include/dtrace/recorder.h here, a copy), whose dtrace_run_options ends at
+ * replay_cwd. The struct sits in a larger one whose trailing fields stand
  * where 1.1's replica_groups and replica_per_rank would be, holding groups that
  * are invalid for its world_size 1: a library that wrote or read past the caller's
  * struct changes them (init) or refuses them (open). Writes one step to
- * RUN_DIR/rank0.jsonl. Exit 0 when the library kept to the 0.1 struct. */
+ * RUN_DIR/rank0.jsonl. Exit 0 when the library kept to the old struct. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   g.after[1] = kTrap;
   dtrace_run_options_init(&g.options);
   if (g.after[0] != kTrap || g.after[1] != kTrap) {
-    fprintf(stderr, "dtrace_run_options_init wrote past the 0.1 struct\n");
+    fprintf(stderr, "dtrace_run_options_init wrote past the old struct\n");
     return 1;
   }
   g.options.run_dir = argv[1];

@@ -1,6 +1,6 @@
-/* Stands in for libdtrace 0.1 at link time: the same soname and unversioned
- * symbols (0.1 had no symbol versions), so old_caller links as a program built
- * then did. It is never run: old_caller runs against today's libdtrace. */
+/* Stands in at link time for the libdtrace of before DTRACE_1.1: the same
+ * soname and unversioned symbols (it had no symbol versions), so old_caller
+ * links as a program built then did. It is never run: old_caller runs against today's libdtrace. */
 #include "dtrace/recorder.h"
 
 void dtrace_run_options_init(dtrace_run_options* options) { (void)options; }
