@@ -9,6 +9,10 @@ int dtrace_recorder_open_with(const dtrace_run_options* options, const char* con
   (void)options, (void)variables, (void)count, (void)out;
   return DTRACE_ERROR_INTERNAL;
 }
+int dtrace_recorder_open(const dtrace_run_options* options, dtrace_recorder** out) {
+  (void)options, (void)out;
+  return DTRACE_ERROR_INTERNAL;
+}
 int dtrace_recorder_close(dtrace_recorder* recorder) {
   (void)recorder;
   return DTRACE_ERROR_INTERNAL;
