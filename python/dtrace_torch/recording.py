@@ -84,9 +84,10 @@ def _replay_argv(checkpoint_dir: Optional[str], deterministic: Optional[str]) ->
 
 
 def _whole_world_ddp(model: torch.nn.Module, world_size: int) -> Optional[str]:
-    """"0-<W-1>" when every rank is a replica of every other without guessing: the
-    model is wrapped in DistributedDataParallel over a process group of the whole
-    world. Else None (a DDP over a subgroup says nothing about the other groups)."""
+    """The one group "0-<W-1>" when every rank is a replica of every other without
+    guessing: the model is wrapped in DistributedDataParallel over a process group
+    of the whole world. Else None (a DDP over a subgroup says nothing about the
+    other groups)."""
     dist = getattr(torch, "distributed", None)
     if world_size < 2 or dist is None or not dist.is_available() or not dist.is_initialized():
         return None
