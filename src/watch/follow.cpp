@@ -59,6 +59,7 @@ struct RunFollower::File {
   bool header_done = false;
   bool consumed = false;  // the last consume() took lines
   bool parked = false;    // beyond the descriptor budget: open during a visit only
+  std::size_t last_records = 0;  // the records of the last step it completed
   std::int32_t last_rank = -1;
 
   // Complete lines wait in the buffer (the gate closed before they were taken).
@@ -193,6 +194,9 @@ Result<void> RunFollower::take_line(File& file, std::string_view text, std::uint
   if (fresh) {
     pending.step.rank = rank;
     pending.step.step = step;
+    // A rank's steps are mostly alike: room for the last one's records at once
+    // rather than a vector grown record by record (copies, and twice the room).
+    pending.step.records.reserve(file.last_records);
     auto done = last_complete_.find(rank);
     // A record of a step already handed out: the end record undercounted.
     if (done != last_complete_.end() && step <= done->second) pending.step.status = log::StepStatus::late;
@@ -213,8 +217,13 @@ Result<void> RunFollower::take_line(File& file, std::string_view text, std::uint
   if (pending.end_seen && pending.step.status == log::StepStatus::complete && have >= pending.step.declared_count) {
     if (have > pending.step.declared_count) pending.step.status = log::StepStatus::count_mismatch;
     auto& records = pending.step.records;
-    std::stable_sort(records.begin(), records.end(),
-                     [](const log::Record& a, const log::Record& b) { return a.seq < b.seq; });
+    auto by_seq = [](const log::Record& a, const log::Record& b) { return a.seq < b.seq; };
+    // Recorders write a step's records in seq order: checking is linear, while
+    // sorting sorted records was an eighth of watch's time at 1 GB/s (perf).
+    if (!std::is_sorted(records.begin(), records.end(), by_seq)) {
+      std::stable_sort(records.begin(), records.end(), by_seq);
+    }
+    file.last_records = records.size();
     if (pending.step.status == log::StepStatus::complete) {
       auto& last = last_complete_[rank];
       last = std::max(last, step);
