@@ -2,13 +2,13 @@
 # dtrace watch on a 4,096-rank run keeps diff's memory bound (issue 14,
 # dtrace(1) watch: "memory stays bounded as in diff ... however many ranks").
 # make_run writes a reference and the same run with one record differing at
-# the last step on the last rank (4,096 rank files each, 16 steps, 141 MB).
+# the last step on the last rank (4,096 rank files each, 8 steps, 80 MB).
 # `dtrace diff` of the two gives the bound, measured here on the same runs:
 # 32 MiB of read buffers per run and about a step per rank. Watch's peak RSS
 # (getrusage, by /usr/bin/time) must stay within a quarter above it:
-# - on the finished run: a buffer of 16 KiB more per rank file (128 MiB more
-#   over 8,192 files) or steps kept after they were compared (the whole run:
-#   several hundred MB of records) break it;
+# - on the finished run: a read floor of 16 KiB per rank file (the old one:
+#   twice diff's 32 MiB per run; 185 MiB against a bound of 155) or steps kept
+#   after they were compared (209 MiB) break it;
 # - while watch_feed writes the run into an empty directory, lines cut in
 #   4 KiB pieces;
 # - with a limit of 1,024 open files for 8,192 rank files: watch reopens the
@@ -21,7 +21,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 : "${WATCH_FEED:?WATCH_FEED must name tools/bench/watch_feed}"
 [ -x /usr/bin/time ] || { echo "SKIP: no /usr/bin/time to read the peak RSS"; exit 77; }
 RANKS=4096
-STEPS=16
+STEPS=8
 LAST=$((STEPS - 1))
 "$MAKE_RUN" ref --ranks $RANKS --steps $STEPS --layers 1 >/dev/null
 "$MAKE_RUN" src --ranks $RANKS --steps $STEPS --layers 1 --diverge "$LAST:$((RANKS - 1)):5" >/dev/null
