@@ -5,8 +5,8 @@
 # the last step on the last rank (4,096 rank files each, 8 steps, 80 MB).
 # `dtrace diff` of the two gives the bound, measured here on the same runs:
 # 32 MiB of read buffers per run and about a step per rank. Watch's peak RSS
-# (getrusage, by /usr/bin/time) must stay within a quarter above it (half under
-# the sanitizers):
+# (getrusage, by /usr/bin/time) must stay within a quarter above it (twice it
+# under the sanitizers):
 # - on the finished run: a read floor of 16 KiB per rank file (the old one:
 #   twice diff's 32 MiB per run; 185 MiB against a bound of 155) or steps kept
 #   after they were compared (209 MiB) break it;
@@ -57,12 +57,13 @@ within_bound() {  # WHAT RSS_FILE
 . "$HERE/watch-lib.sh"
 # Under the sanitizers (tools/test.sh's second build) freed memory waits in
 # ASan's quarantine (256 MiB by default) before it is reused: a small one for
-# both commands, and redzones and shadow grow with each allocation, so a
-# looser bound there.
+# both commands; redzones and shadow grow with each allocation, in a way not
+# measured here, so there the bound is twice diff's (gross growth only; the
+# plain build holds the tight one).
 quarter=4
 if ldd "$DTRACE" | grep libasan >/dev/null; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
-  quarter=2
+  quarter=1
 fi
 rss_kb 1 diff.rss diff --stream src ref --json
 diff_rss=$(cat diff.rss)
