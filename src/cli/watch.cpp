@@ -57,9 +57,14 @@ void add_watch(CLI::App& app, int& exit_status) {
     auto w = watch::Watch::open(o);
     if (!w) throw Failure(w.error().message);
     bool diverged = false;
+    bool said_polling = false;
     while (true) {
       auto event = (*w)->next();
       if (!event) throw Failure(event.error().message);
+      if (!said_polling && !(*w)->polling_reason().empty()) {
+        said_polling = true;
+        std::cerr << "dtrace: note: " << (*w)->polling_reason() << std::endl;
+      }
       if (options->json) {
         std::cout << report::watch_event_to_json(*event).dump() << std::endl;
       } else {

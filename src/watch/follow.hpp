@@ -89,6 +89,7 @@ class RunFollower {
     bool end_seen = false;
   };
   Result<void> discover();
+  Result<void> open_file(File& file);
   Result<bool> read_file(File& file, const Sink& sink, const Gate& gate);
   Result<bool> consume(File& file, const Sink& sink, const Gate& gate);
   Result<void> take_line(File& file, std::string_view text, std::uint64_t number, std::vector<log::Step>& out);
@@ -107,6 +108,8 @@ class RunFollower {
   std::map<std::int32_t, std::int64_t> last_complete_;  // per rank: the late-record check
   std::set<std::int32_t> ranks_seen_;
   std::uint64_t records_read_ = 0, bytes_read_ = 0;
+  std::size_t descriptors_;  // files kept open between polls; the rest are parked
+  bool parking_noted_ = false;
   std::chrono::steady_clock::time_point last_listing_{};
 };
 

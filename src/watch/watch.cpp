@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <thread>
 
@@ -39,10 +41,16 @@ double since_epoch() {
 
 // Waits for the runs' directories to change: inotify where the kernel has it
 // (and the directory exists), otherwise a plain sleep of the poll interval.
+// One inotify instance and a watch per run directory, never one per rank
+// file: thousands of ranks need no more of the kernel's inotify limits. When
+// inotify cannot be had (no instance left: fs.inotify.max_user_instances; no
+// watch: max_user_watches) watch polls and says why (`problem`).
 class Waiter {
  public:
   Waiter(bool use_inotify, double poll_seconds) : poll_ms_(std::max(1, static_cast<int>(poll_seconds * 1000))) {
-    if (use_inotify) fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (!use_inotify) return;
+    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd_ < 0) fall_back("no inotify instance", errno);
   }
   ~Waiter() {
     if (fd_ >= 0) ::close(fd_);
@@ -51,8 +59,12 @@ class Waiter {
     if (fd_ < 0 || watched_.contains(directory)) return;
     if (::inotify_add_watch(fd_, directory.c_str(), IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE) >= 0) {
       watched_.insert(directory);
+    } else if (errno != ENOENT) {  // a run directory not made yet is watched once it is
+      fall_back("cannot watch " + directory, errno);
     }
   }
+  // Why inotify is not used though it was asked for ("" while it is).
+  const std::string& problem() const { return problem_; }
   // Returns after a change or `limit_ms` at most.
   void wait(int limit_ms) {
     if (fd_ < 0 || watched_.empty()) {
@@ -69,7 +81,17 @@ class Waiter {
   bool inotify() const { return fd_ >= 0 && !watched_.empty(); }
 
  private:
+  void fall_back(const std::string& what, int error) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    char every[32];
+    std::snprintf(every, sizeof every, "%g", poll_ms_ / 1000.0);
+    problem_ = "inotify unavailable (" + what + ": " + std::strerror(error) +
+               "; see fs.inotify.max_user_instances and max_user_watches): polling every " + every + " s instead";
+  }
+
   int fd_ = -1;
+  std::string problem_;
   int poll_ms_;
   std::set<std::string> watched_;
 };
@@ -292,6 +314,7 @@ struct Watch::Impl {
                              ": only the records both levels write are compared (" + std::to_string(finer_only) +
                              " in/out records that only " + finer + "'s finer level writes were left out)");
     }
+    if (!waiter.problem().empty()) report.notes.push_back("watch: " + waiter.problem());
     for (const std::string& n : run.follower->notes()) report.notes.push_back("run A: " + n);
     for (const std::string& n : ref.follower->notes()) report.notes.push_back("run B: " + n);
     note_step_sets(report.notes, run.one_sided, "only in run A, not compared");
@@ -518,6 +541,8 @@ Result<std::unique_ptr<Watch>> Watch::open(const Options& options) {
   }
   return std::unique_ptr<Watch>(new Watch(std::move(impl)));
 }
+
+const std::string& Watch::polling_reason() const { return impl_->waiter.problem(); }
 
 Result<Event> Watch::next() {
   Impl& impl = *impl_;

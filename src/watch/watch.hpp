@@ -78,6 +78,11 @@ class Watch {
   // caller stops, it must not be called again.
   Result<Event> next();
 
+  // Why watch polls though inotify was asked for ("" while inotify is used):
+  // the kernel gave no inotify instance or watch (its limits). The diff
+  // report's notes say it too.
+  const std::string& polling_reason() const;
+
   Watch(const Watch&) = delete;
   Watch& operator=(const Watch&) = delete;
 

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Benchmark: how far `dtrace watch` lags behind a job writing its logs fast
-# (issue 14). make_run writes a reference run and the same run with one record
-# differing in the last step (8 ranks, layer shape, about 480 MB at the default
-# STEPS); watch_feed then plays the second into an empty directory at RATE MB/s
-# (every file round robin in 64 KiB pieces, lines cut anywhere) while
-# `dtrace watch RUN --against REF --json` follows it. The lag is the time from
-# the feed's last byte (the divergent step's end line is in the last piece
-# of its file) to watch's report; read_at says when watch had read it.
-# Reports the rate the feed reached, the lag, watch's CPU time and peak RSS.
+# Benchmark: how far `dtrace watch` lags behind a job writing its logs at
+# 1 GB/s (issue 14). make_run writes a reference run (8 ranks, layer shape,
+# about 1.4 GB at the default STEPS). watch_feed reads it into memory and cuts
+# it at its steps before its clock starts, plants one differing record at the
+# last step (rank 5), then writes it step after step into an empty directory
+# at RATE MB/s (one write per rank file and step, as a recorder writes a step's
+# lines at its end), noting when each step's last byte was written; meanwhile
+# `dtrace watch RUN --against REF --json --progress 0.02` follows it. For each
+# step, its lag is the time from its last byte written to the first progress
+# event that has it compared on every rank; the final lag is the time from
+# the last byte to the divergence report. Prints per rate: the rate the feed
+# reached and its largest delay behind schedule (the writer is not the
+# bottleneck while it stays small), the lag at a quarter, half, three
+# quarters and the end of the run, the rate watch compared at (MB/s of RUN),
+# watch's CPU time and peak RSS.
 #
-#   tools/bench/watch.sh [BUILD_DIR] [REPEATS]     (defaults: build-release, 3)
-#   RATES="1000 250" STEPS=1400 WORK=/tmp/dtrace-bench-watch ANY_BUILD_TYPE=0
+#   tools/bench/watch.sh [BUILD_DIR] [REPEATS]     (defaults: build-release, 2)
+#   RATES="1000 500 250" STEPS=4200 WORK=/tmp/dtrace-bench-watch KEEP=1 ANY_BUILD_TYPE=0
 set -euo pipefail
 build=${1:-build-release}
 . "$(dirname "$0")/release.sh"
@@ -22,39 +28,58 @@ if [ "${ANY_BUILD_TYPE:-0}" = 1 ]; then
 else
   release_build "$build" dtrace:executable tools/bench/make_run tools/bench/watch_feed
 fi
-repeats=${2:-3}
+repeats=${2:-2}
 work=${WORK:-/tmp/dtrace-bench-watch}
-steps=${STEPS:-1400}
+steps=${STEPS:-4200}
+last=$((steps - 1))
 dtrace="$build/dtrace"
 mkdir -p "$work"
+# The runs are large: removed at the end unless KEEP=1.
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 if [ ! -f "$work/.done-$steps" ]; then
-  rm -rf "$work/ref" "$work/src"
+  rm -rf "$work/ref" "$work"/.done-*
   "$build/tools/bench/make_run" "$work/ref" --ranks 8 --steps "$steps"
-  "$build/tools/bench/make_run" "$work/src" --ranks 8 --steps "$steps" --diverge "$((steps - 1)):5:200"
   touch "$work/.done-$steps"
 fi
 cat "$work"/ref/*.jsonl >/dev/null  # the reference in the page cache
-echo "run: $(du -sh "$work/src" | cut -f1) in $(ls "$work/src" | wc -l) files, $steps steps"
-printf '%-10s %-12s %-10s %-12s %-10s %-10s\n' rate_MB/s reached_MB/s lag_s read_lag_s cpu_s rss_MB
-for rate in ${RATES:-1000 250}; do
+echo "run: $(du -sh "$work/ref" | cut -f1) in $(ls "$work/ref" | wc -l) files, $steps steps; uptime: $(uptime)"
+printf '%-6s %-8s %-9s %-7s %-7s %-7s %-7s %-10s %-7s %-6s\n' rate reached behind_s \
+  lag25_s lag50_s lag75_s lag_end watch_MB/s cpu_s rss_MB
+for rate in ${RATES:-1000 500 250}; do
   for _ in $(seq "$repeats"); do
     rm -rf "$work/run"
     /usr/bin/time -f '%U %S %M' -o "$work/time.txt" \
-      "$dtrace" watch "$work/run" --against "$work/ref" --json --idle 10 --progress 1 >"$work/events.jsonl" &
+      "$dtrace" watch "$work/run" --against "$work/ref" --json --idle 10 --progress 0.02 >"$work/events.jsonl" &
     watcher=$!
     sleep 0.2
-    "$build/tools/bench/watch_feed" "$work/src" "$work/run" --rate "$rate" >"$work/feed.json"
+    "$build/tools/bench/watch_feed" "$work/ref" "$work/run" --rate "$rate" --flip "$last:5" \
+      --steps "$work/steps.jsonl" >"$work/feed.json"
     status=0
     wait "$watcher" || status=$?
     [ "$status" = 1 ] || { echo "watch exited $status, expected 1 (the planted divergence)" >&2; exit 1; }
-    tail -n1 "$work/events.jsonl" >"$work/last.json"
-    python3 - "$work/feed.json" "$work/last.json" "$work/time.txt" "$rate" "$steps" <<'PY'
+    python3 - "$work" "$rate" "$last" <<'PY'
 import json, sys
-feed, last = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-user, system, rss = open(sys.argv[3]).read().split()[-3:]
-assert last["event"] == "diverged" and last["diff"]["first"]["step"] == int(sys.argv[5]) - 1, last
-print(f'{sys.argv[4]:<10} {feed["mb_per_s"]:<12} {last["reported_at"] - feed["last_write"]:<10.3f} '
-      f'{last["read_at"] - feed["last_write"]:<12.3f} {float(user) + float(system):<10.2f} {int(rss) / 1024:<10.1f}')
+work, rate, last = sys.argv[1], sys.argv[2], int(sys.argv[3])
+feed = json.load(open(f"{work}/feed.json"))
+events = [json.loads(l) for l in open(f"{work}/events.jsonl")]
+written = {s["step"]: s["written_at"] for s in map(json.loads, open(f"{work}/steps.jsonl"))}
+user, system, rss = open(f"{work}/time.txt").read().split()[-3:]
+end = events[-1]
+assert end["event"] == "diverged" and end["diff"]["first"]["step"] == last and end["diff"]["first"]["rank"] == 5, end
+# Progress times are seconds since watch began: its start from the last event.
+start = end["reported_at"] - end["progress"]["seconds"]
+compared = [(start + e["progress"]["seconds"], e["progress"]["step"]) for e in events if e["event"] == "progress"]
+def lag(step):
+    for t, s in compared:
+        if s >= step:
+            return t - written[step]
+    return end["reported_at"] - written[step]  # compared only by the end
+lags = [lag(last * q // 4) for q in (1, 2, 3)] + [end["reported_at"] - feed["last_write"]]
+span = end["reported_at"] - feed["first_write"]
+watch_rate = feed["bytes"] / 1e6 / span  # of RUN; watch reads as much of REF besides
+print(f'{rate:<6} {feed["mb_per_s"]:<8} {feed["max_behind"]:<9.3f} ' + " ".join(f"{l:<7.3f}" for l in lags) +
+      f' {watch_rate:<10.0f} {float(user) + float(system):<7.2f} {int(rss) / 1024:<6.1f}')
 PY
   done
 done
+rm -rf "$work/run"
