@@ -2,6 +2,7 @@
 #include "log/reader.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <catch2/catch.hpp>
 #include <map>
 #include <random>
@@ -383,6 +384,41 @@ TEST_CASE("files that give up their buffer or descriptor between visits resume w
       CHECK(seen.size() == static_cast<std::size_t>(ranks * steps));
     }
   }
+}
+
+TEST_CASE("a reader holds no more descriptors than its limit, however many buffers it may keep",
+          "[reader]") {
+  // The buffer budget holds every file's buffer, the descriptor limit does
+  // not: a file keeping its buffer keeps its descriptor, so the reader must
+  // give up buffers to stay within the limit (4,096 rank files under a hard
+  // limit of 1,024 failed with "Too many open files").
+  TempDir dir;
+  const int ranks = 12, steps = 3;
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::vector<std::string> lines;
+    for (int step = 0; step < steps; ++step) {
+      lines.push_back(record(rank, step, 0));
+      lines.push_back(end(rank, step, 1));
+    }
+    write_text(dir.path("run/rank" + std::to_string(rank) + ".jsonl"), header(ranks) + "\n" + join(lines));
+  }
+  auto open_descriptors = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
+  };
+  const auto before = open_descriptors();
+  auto reader = open(dir.path("run"), ReadLimits{32u << 20, 3});
+  long most = 0;
+  std::size_t got = 0;
+  while (true) {
+    auto next = reader->next();
+    REQUIRE(next.ok());
+    if (!*next) break;
+    ++got;
+    most = std::max<long>(most, open_descriptors() - before);
+  }
+  CHECK(got == static_cast<std::size_t>(ranks * steps));
+  CHECK(most <= 3);
 }
 
 TEST_CASE("a line longer than the read buffer is read whole", "[reader]") {

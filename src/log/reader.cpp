@@ -345,14 +345,18 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, cons
   reader->path_ = path;
   Impl& impl = *reader->impl_;
   impl.intern = intern != nullptr ? std::move(intern) : std::make_shared<Intern>();
-  impl.keep_descriptors =
-      files->size() <= (limits.descriptors > 0 ? limits.descriptors : default_descriptors());
+  const std::size_t descriptors = limits.descriptors > 0 ? limits.descriptors : default_descriptors();
+  impl.keep_descriptors = files->size() <= descriptors;
   // Each file's reads are its share of the buffer budget, so a run of
   // thousands of ranks keeps every buffer between visits and each visit reads
   // ahead for the next ones.
   const std::size_t share = limits.buffer_bytes / files->size() / kMinReadSize * kMinReadSize;
   const std::size_t read_size = std::clamp(share, kMinReadSize, kReadSize);
   impl.max_buffered = std::max<std::size_t>(1, limits.buffer_bytes / read_size);
+  // A file holding a buffer holds its descriptor: when descriptors are not
+  // kept, the buffered files must fit the descriptor budget too (4,096 rank
+  // files under a hard limit of 1,024 failed with EMFILE).
+  if (!impl.keep_descriptors) impl.max_buffered = std::min(impl.max_buffered, std::max<std::size_t>(1, descriptors));
   for (const std::string& file : *files) {
     auto cursor = std::make_unique<FileCursor>(file, static_cast<std::uint32_t>(reader->files_.size()), read_size);
     auto line = cursor->next_line();
