@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -207,6 +208,23 @@ TEST_CASE("byte stage: headers that differ, a truncated last line, a bad line bo
   CHECK(error.rfind("error: " + e + "/rank1.jsonl:", 0) == 0);
   CHECK(error.find("rank1.jsonl:" + std::to_string(2 + 20 * (plan.records + 2) + 3) + ":") != std::string::npos);
   same_answer(e, f);
+}
+
+TEST_CASE("byte stage: the largest step numbers") {
+  TempDir dir;
+  Plan plan;
+  plan.ranks = 1;
+  plan.steps = 2;
+  plan.edit = [](int, std::string& text) {
+    for (auto [from, to] : {std::pair{"\"step\":0,", "\"step\":9223372036854775806,"},
+                            std::pair{"\"step\":1,", "\"step\":9223372036854775807,"}}) {
+      for (std::size_t at; (at = text.find(from)) != std::string::npos;) text.replace(at, std::strlen(from), to);
+    }
+  };
+  const std::string a = write_run(dir, "a", plan);
+  const std::string b = write_run(dir, "b", plan);
+  CHECK(shared_steps(a, b) == 2);
+  same_answer(a, b);
 }
 
 TEST_CASE("byte stage: a rank in two files, and steps out of order after a shared prefix") {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -185,7 +186,10 @@ class StepChecker {
     const std::string head = "{\"step\":" + std::to_string(step) + ",\"rank\":" + std::to_string(rank);
     record_prefix_ = head + ",\"seq\":";
     end_prefix_ = head + ",\"end\":true,\"count\":";
-    next_prefix_ = "{\"step\":" + std::to_string(step + 1) + ",\"rank\":" + std::to_string(rank) + ",\"seq\":";
+    // A line starts with '{', so the last step's "next prefix" matches none.
+    next_prefix_ = step == INT64_MAX ? std::string("\n")
+                                     : "{\"step\":" + std::to_string(step + 1) + ",\"rank\":" +
+                                           std::to_string(rank) + ",\"seq\":";
   }
 
   Line end_step() {
