@@ -72,3 +72,24 @@ TEST_CASE("a single value prints without a range", "[intervals]") {
   CHECK(s.to_string() == "3");
   CHECK(s.size() == 1);
 }
+
+TEST_CASE("a range merges with the intervals it overlaps or touches", "[intervals]") {
+  IntervalSet s;
+  s.insert(1);
+  s.insert(5);
+  s.insert(20);
+  s.insert_range(3, 10);
+  CHECK(s.to_string() == "1,3-10,20");
+  s.insert_range(2, 2);
+  CHECK(s.to_string() == "1-10,20");
+  s.insert_range(11, 19);
+  CHECK(s.to_string() == "1-20");
+  s.insert_range(30, 40);
+  s.insert_range(25, 26);
+  CHECK(s.to_string() == "1-20,25-26,30-40");
+  s.insert_range(INT64_MIN, INT64_MIN);
+  s.insert_range(INT64_MAX - 1, INT64_MAX);
+  CHECK(s.min() == INT64_MIN);
+  CHECK(s.max() == INT64_MAX);
+  CHECK(s.size() == 20 + 2 + 11 + 1 + 2);
+}

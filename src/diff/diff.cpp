@@ -5,6 +5,7 @@
 #include <set>
 
 #include "diff/align.hpp"
+#include "diff/bytes.hpp"
 #include "diff/classify.hpp"
 #include "diff/header.hpp"
 #include "diff/notes.hpp"
@@ -163,12 +164,25 @@ struct Comparison {
   char finer = 0;
   std::uint64_t finer_only = 0;
   StepWindow window;  // --steps: steps outside it are neither compared nor reported
+  // Shared prefixes were skipped (diff/bytes.hpp): what the report says is
+  // then only exact while every rank's steps arrive in order and nothing
+  // goes wrong (see ReadWithoutSkipping).
+  bool skipping = false;
 };
 
 // Thrown inside the loop when an early decision ("A's step s has no partner")
 // is contradicted by input that arrived out of order; diff_runs then reads
 // again without early decisions.
 struct ReadAgain {};
+
+// Thrown when a diff that skipped shared prefixes meets what it cannot
+// reproduce exactly without reading them: a rank's steps out of order (the
+// early decisions above, and the note of reading again, depend on the order
+// both runs' steps came in, which skipping changes), an error (which of
+// several the report names depends on that order too), or a skipped rank's
+// records in another file (RunReader::prefix_contradicted). diff_runs then
+// reads both runs in full, exactly as without the byte stage.
+struct ReadWithoutSkipping {};
 
 Mismatch describe(const Step& a, const Step& b, const MismatchAt& at, const Classification& c,
                   const log::RunReader& ra, const log::RunReader& rb) {
@@ -231,6 +245,7 @@ void take(Comparison& cmp, Side& x, Side& y, Step step, bool early_decisions) {
   auto [max_it, first_time] = x.max_yielded.try_emplace(rank, step.step);
   if (!first_time) {
     if (step.step < max_it->second) {
+      if (cmp.skipping) throw ReadWithoutSkipping{};
       x.out_of_order.insert(rank);
       auto decided = y.one_sided.find(rank);
       if (decided != y.one_sided.end() && decided->second.contains(step.step)) throw ReadAgain{};
@@ -286,8 +301,27 @@ Result<void> read_both(Comparison& cmp, bool early_decisions) {
   return {};
 }
 
+// Counts the shared prefixes' steps as compared and equal, and has the
+// readers start after them: what reading and comparing them would give, as
+// both runs' steps there are the same bytes.
+void skip_shared_prefixes(Comparison& cmp) {
+  for (const SharedPrefix& p : shared_prefixes(*cmp.a.reader, *cmp.b.reader, cmp.window)) {
+    cmp.a.reader->skip_prefix(p.file_a, p.end_a, p.rank, p.steps);
+    cmp.b.reader->skip_prefix(p.file_b, p.end_b, p.rank, p.steps);
+    cmp.skipping = true;
+    for (Side* side : {&cmp.a, &cmp.b}) {
+      side->ranks.insert(p.rank);
+      if (!p.in_window.empty()) side->max_yielded[p.rank] = p.in_window.max();
+    }
+    if (p.in_window.empty()) continue;
+    for (auto [lo, hi] : p.in_window.intervals()) cmp.steps_compared.insert_range(lo, hi);
+    cmp.ranks_compared.insert(p.rank);
+    cmp.records += p.records;
+  }
+}
+
 Result<Report> diff_once(const std::string& run_a, const std::string& run_b, const StepWindow& window,
-                         bool early_decisions) {
+                         bool early_decisions, bool skip_shared) {
   Comparison cmp;
   cmp.window = window;
   cmp.a.name = 'A';
@@ -314,11 +348,14 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, con
   // A finer re-run against a coarser baseline: compare what both levels record.
   const auto order_a = level_order(ha.level), order_b = level_order(hb.level);
   if (order_a && order_b && *order_a != *order_b) cmp.finer = *order_a > *order_b ? 'A' : 'B';
+  // Runs of different levels compare only some records: bytes cannot say.
+  if (skip_shared && cmp.finer == 0) skip_shared_prefixes(cmp);
   cmp.a.prefetch = std::make_unique<log::PrefetchReader>(*cmp.a.reader);
   cmp.b.prefetch = std::make_unique<log::PrefetchReader>(*cmp.b.reader);
   auto read = read_both(cmp, early_decisions);
   cmp.a.prefetch.reset();  // the readers are ours again
   cmp.b.prefetch.reset();
+  if (!read && cmp.skipping) throw ReadWithoutSkipping{};
   if (!read) return read.error();
 
   Report report;
@@ -406,11 +443,16 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, con
   return report;
 }
 
-Result<Report> stream_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window) {
+Result<Report> stream_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window,
+                           bool skip_shared) {
   try {
-    return diff_once(run_a, run_b, window, /*early_decisions=*/true);
+    try {
+      return diff_once(run_a, run_b, window, /*early_decisions=*/true, skip_shared);
+    } catch (const ReadWithoutSkipping&) {
+      return diff_once(run_a, run_b, window, /*early_decisions=*/true, /*skip_shared=*/false);
+    }
   } catch (const ReadAgain&) {
-    auto report = diff_once(run_a, run_b, window, /*early_decisions=*/false);
+    auto report = diff_once(run_a, run_b, window, /*early_decisions=*/false, /*skip_shared=*/false);
     if (report) report->notes.push_back("steps arrived out of order; both runs were read again holding every step");
     return report;
   }
@@ -425,7 +467,7 @@ Result<Report> diff_runs(const std::string& run_a, const std::string& run_b, con
     if (searched.report) return std::move(*searched.report);
     fallback = std::move(searched.fallback);
   }
-  auto report = stream_diff(run_a, run_b, options.steps);
+  auto report = stream_diff(run_a, run_b, options.steps, !options.read_shared);
   if (report && !fallback.empty()) {
     report->notes.push_back("chained digests not searched, both runs read in full: " + fallback);
   }

@@ -94,6 +94,10 @@ struct StepWindow {
 
 struct DiffOptions {
   bool stream = false;  // --stream: read every record even when both runs carry chains
+  // Parse and compare every record of the streaming diff, even the steps both
+  // runs wrote byte for byte alike (diff/bytes.hpp), which are otherwise
+  // counted as equal without parsing. Same report either way; for tests.
+  bool read_shared = false;
   StepWindow steps;
 };
 

@@ -255,24 +255,27 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
   // Teach the fast path this seq's identity bytes, provided they hold only
   // identity fields: a line whose identity part also set step, seq or hash
   // would mean something else than its canonical reading.
-  impl_->canonical.learn(line, out.record, [&](std::string_view identity) {
-    Impl& impl = *impl_;
-    impl.scratch.assign("{").append(identity).append("}");
-    const std::size_t size = impl.scratch.size();
-    impl.scratch.append(kLinePadding, '\0');
-    od::document doc;
-    od::object object;
-    if (impl.parser.iterate(impl.scratch.data(), size, impl.scratch.size()).get(doc) != simdjson::SUCCESS ||
-        doc.get_object().get(object) != simdjson::SUCCESS) {
-      return false;
-    }
-    ParsedLine probe;
-    unsigned seen = 0;
-    if (!parse_fields(object, intern, impl.dims, probe, seen)) return false;
-    if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return false;
-    const unsigned identity_fields = kScope | kOp | kIo | kName;
-    return (seen & ~identity_fields) == 0 && (seen & identity_fields) == identity_fields;
-  });
+  impl_->canonical.learn(line, out.record,
+                         [&](std::string_view identity) { return identity_only(identity, intern); });
+}
+
+bool LineParser::identity_only(std::string_view identity, Intern& intern) {
+  Impl& impl = *impl_;
+  impl.scratch.assign("{").append(identity).append("}");
+  const std::size_t size = impl.scratch.size();
+  impl.scratch.append(kLinePadding, '\0');
+  od::document doc;
+  od::object object;
+  if (impl.parser.iterate(impl.scratch.data(), size, impl.scratch.size()).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(object) != simdjson::SUCCESS) {
+    return false;
+  }
+  ParsedLine probe;
+  unsigned seen = 0;
+  if (!parse_fields(object, intern, impl.dims, probe, seen)) return false;
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return false;
+  const unsigned identity_fields = kScope | kOp | kIo | kName;
+  return (seen & ~identity_fields) == 0 && (seen & identity_fields) == identity_fields;
 }
 
 void LineParser::parse_full(std::string_view line, Intern& intern, ParsedLine& out) {

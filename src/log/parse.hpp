@@ -37,6 +37,14 @@ class LineParser {
   // Strings kept in the result are interned in `intern`.
   void parse(std::string_view line, Intern& intern, ParsedLine& out);
 
+  // Whether `identity`, the bytes between a canonical line's seq and its hash
+  // (parse_fast.hpp), holds identity fields only (scope, op, io, name, and
+  // dtype and shape when present): then every canonical line carrying these
+  // bytes reads as the same record but for step, rank, seq and digest. The
+  // fast path's templates rest on this, and so does diff's byte stage
+  // (diff/bytes.hpp).
+  bool identity_only(std::string_view identity, Intern& intern);
+
  private:
   void parse_full(std::string_view line, Intern& intern, ParsedLine& out);
   struct Impl;

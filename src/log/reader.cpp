@@ -99,6 +99,15 @@ class FileCursor {
     }
   }
 
+  // Where the next read starts, and the last line's number, while parked.
+  std::uint64_t resume_offset() const { return resume_at_; }
+  std::uint64_t line_number() const { return line_number_; }
+  // Resumes (while parked) at `offset`, whose line is number `line` + 1.
+  void resume_from(std::uint64_t offset, std::uint64_t line) {
+    resume_at_ = file_offset_ = offset;
+    line_number_ = line;
+  }
+
   bool is_open() const { return fd_ >= 0; }
   bool finished() const { return finished_; }
   bool saw_bom() const { return saw_bom_; }
@@ -255,6 +264,12 @@ struct RunReader::Impl {
   bool drained = false;
   std::size_t typical_step_size = 0;  // records of the last step completed: a capacity hint
   std::vector<std::vector<Record>> spare;  // record storage given back (recycle), empty
+  // Skipped prefixes (skip_prefix): per cursor, the visits still owed to its
+  // skipped steps and the rank they belong to (-1: none); which cursor owns
+  // each such rank.
+  std::vector<std::int64_t> skipped_visits;
+  std::vector<std::int64_t> skipped_rank;
+  std::unordered_map<std::int64_t, std::size_t> skipped_owner;
 };
 
 namespace {
@@ -329,6 +344,22 @@ Result<std::vector<std::string>> list_run_files(const std::string& path,
 }
 
 RunReader::RunReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RunReader::Position RunReader::records_start(std::size_t file) const {
+  const FileCursor& cursor = *impl_->cursors.at(file);
+  return Position{cursor.resume_offset(), cursor.line_number()};
+}
+
+void RunReader::skip_prefix(std::size_t file, Position resume, std::int32_t rank, const IntervalSet& steps) {
+  Impl& impl = *impl_;
+  impl.skipped_visits.resize(impl.cursors.size(), 0);
+  impl.skipped_rank.resize(impl.cursors.size(), -1);
+  impl.cursors.at(file)->resume_from(resume.offset, resume.line);
+  impl.skipped_visits[file] = steps.size();
+  impl.skipped_rank[file] = rank;
+  impl.skipped_owner[rank] = file;
+  impl.handed_out[rank] = steps;
+}
 RunReader::~RunReader() = default;
 
 std::string RunReader::location(const Record& record) const {
@@ -442,6 +473,12 @@ Result<std::optional<Step>> RunReader::next() {
       impl.current = (impl.current + 1) % impl.cursors.size();
     }
     FileCursor& cursor = *impl.cursors[impl.current];
+    // A skipped step's visit: reading it would have completed it and moved on.
+    if (!impl.skipped_visits.empty() && impl.skipped_visits[impl.current] > 0) {
+      --impl.skipped_visits[impl.current];
+      impl.current = (impl.current + 1) % impl.cursors.size();
+      continue;
+    }
     if (!cursor.has_buffer()) {
       if (impl.buffered.size() >= impl.max_buffered) {
         impl.set_aside(*impl.buffered.front());
@@ -477,6 +514,12 @@ Result<std::optional<Step>> RunReader::next() {
       if (p.rank < 0 || p.rank >= world_size()) {
         return Error{where() + ": rank " + std::to_string(p.rank) + " is outside world_size " +
                      std::to_string(world_size())};
+      }
+      if (!impl.skipped_owner.empty() && p.rank != impl.skipped_rank[cursor.index()] &&
+          impl.skipped_owner.contains(p.rank)) {
+        prefix_contradicted_ = true;
+        return Error{where() + ": rank " + std::to_string(p.rank) + " also in " +
+                     files_[impl.skipped_owner[p.rank]] + ", whose first steps were skipped"};
       }
       const std::int64_t step = p.kind == LineKind::end ? p.step : p.record.step;
       const StepKey key{static_cast<std::int32_t>(p.rank), step};

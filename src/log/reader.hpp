@@ -66,6 +66,29 @@ class RunReader {
   // number; the rest is freed.
   void recycle(std::vector<Record>&& records);
 
+  // Where file `file`'s records begin: the byte after its header line, and
+  // the number of the header's line. Valid before the first next().
+  struct Position {
+    std::uint64_t offset = 0;
+    std::uint64_t line = 0;
+  };
+  Position records_start(std::size_t file) const;
+
+  // diff's byte stage (diff/bytes.hpp) vouched for file `file`'s first steps:
+  // complete steps of `rank` only, `steps`, each its lines in a row, ending
+  // at `resume`. The reader then does not read them: it reads the file from
+  // `resume`, and each of those steps still takes its turn in the round robin
+  // (a visit that yields nothing), so every step, note and error it yields
+  // comes in the order reading the whole file gives, and `steps` count as
+  // handed out. Call before the first next(), at most once per file, each
+  // rank for one file only. The caller gets none of those steps.
+  void skip_prefix(std::size_t file, Position resume, std::int32_t rank, const IntervalSet& steps);
+  // Records of a skipped prefix's rank found in another file: the skipped
+  // steps may then not be what reading them would have given. next() returns
+  // an Error, and this says why it is no input error: read again without
+  // skipping.
+  bool prefix_contradicted() const { return prefix_contradicted_; }
+
   // "FILE:LINE" of a record, for messages.
   std::string location(const Record& record) const;
 
@@ -84,6 +107,7 @@ class RunReader {
   std::vector<Header> headers_;
   std::vector<std::string> notes_;
   std::uint64_t records_read_ = 0;
+  bool prefix_contradicted_ = false;
 };
 
 // The files that make up a run at `path`, sorted; an Error if there are none.

@@ -37,6 +37,20 @@ class IntervalSet {
     items_.insert(it, Interval{v, v});
   }
 
+  // Inserts [first, last], merging with the intervals it touches.
+  void insert_range(std::int64_t first, std::int64_t last) {
+    auto lo = std::lower_bound(items_.begin(), items_.end(), first,
+                               [](const Interval& i, std::int64_t v) { return static_cast<__int128>(i.second) + 1 < v; });
+    auto hi = lo;
+    while (hi != items_.end() && hi->first <= static_cast<__int128>(last) + 1) {
+      first = std::min(first, hi->first);
+      last = std::max(last, hi->second);
+      ++hi;
+    }
+    lo = items_.erase(lo, hi);
+    items_.insert(lo, Interval{first, last});
+  }
+
   bool contains(std::int64_t v) const {
     auto it = std::upper_bound(items_.begin(), items_.end(), Interval{v, INT64_MAX});
     return it != items_.begin() && std::prev(it)->second >= v;

@@ -1,0 +1,366 @@
+#include "diff/bytes.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "log/intern.hpp"
+#include "log/parse.hpp"
+
+namespace dtrace::diff {
+
+namespace {
+
+// Bytes read per side at a time. A line longer than this ends the prefix
+// (the reader takes it from there).
+constexpr std::size_t kBlock = 1u << 20;
+
+// One file of a pair, read from an offset in blocks.
+class Block {
+ public:
+  Block() = default;
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  ~Block() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  bool open(const std::string& path, std::uint64_t offset) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    offset_ = offset;
+    data_ = std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding);
+    return fd_ >= 0 && refill(0);
+  }
+
+  // Drops the bytes before `from` and reads until the block is full or the
+  // file ends; false on a read error.
+  bool refill(std::size_t from) {
+    std::memmove(data_.get(), data_.get() + from, size_ - from);
+    size_ -= from;
+    while (size_ < kBlock && !eof_) {
+      const ssize_t got = ::pread(fd_, data_.get() + size_, kBlock - size_, static_cast<off_t>(offset_));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return false;
+      if (got == 0) eof_ = true;
+      size_ += static_cast<std::size_t>(got);
+      offset_ += static_cast<std::uint64_t>(got);
+    }
+    std::memset(data_.get() + size_, 0, log::kLinePadding);
+    return true;
+  }
+
+  const char* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+  bool eof() const { return eof_; }
+
+ private:
+  int fd_ = -1;
+  std::uint64_t offset_ = 0;
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0;
+  bool eof_ = false;
+};
+
+// How many leading bytes the two blocks share, knowing the first `from` are
+// shared: memcmp over pages, then the differing page byte by byte.
+std::size_t shared_length(const Block& a, const Block& b, std::size_t from) {
+  constexpr std::size_t kPage = 4096;
+  const std::size_t n = std::min(a.size(), b.size());
+  std::size_t i = from;
+  while (i + kPage <= n && std::memcmp(a.data() + i, b.data() + i, kPage) == 0) i += kPage;
+  while (i < n && a.data()[i] == b.data()[i]) ++i;
+  return i;
+}
+
+// A JSON integer without sign or leading zero, of at most 18 digits, at the
+// front of [p, end); the pointer past it, or null.
+const char* take_digits(const char* p, const char* end, std::uint64_t& out) {
+  const char* first = p;
+  std::uint64_t v = 0;
+  while (p != end && p - first < 18 && static_cast<unsigned char>(*p - '0') <= 9) {
+    v = v * 10 + static_cast<std::uint64_t>(*p - '0');
+    ++p;
+  }
+  if (p == first || (p - first > 1 && *first == '0')) return nullptr;
+  if (p != end && static_cast<unsigned char>(*p - '0') <= 9) return nullptr;
+  out = v;
+  return p;
+}
+
+// One side's lines of a shared prefix, checked as bytes.hpp says, step by step.
+class StepChecker {
+ public:
+  StepChecker(std::int64_t world_size, const StepWindow& window) : world_size_(world_size), window_(window) {}
+
+  enum class Line { record, step_end, refused };
+
+  // `line` (without its newline) must be followed by log::kLinePadding
+  // readable bytes.
+  Line check(std::string_view line) {
+    if (in_step_) {
+      if (canonical_record(line)) return Line::record;
+      if (canonical_end(line)) return end_step();
+    } else if (have_step_ && starts_with(line, next_prefix_)) {
+      // Most steps follow the one before: its first line is then canonical too.
+      start_step(last_step_ + 1, rank_);
+      if (canonical_record(line)) return Line::record;
+      in_step_ = false;
+    }
+    return parsed(line);
+  }
+
+  std::int32_t rank() const { return static_cast<std::int32_t>(rank_); }
+  const IntervalSet& steps() const { return steps_; }
+  const IntervalSet& in_window() const { return in_window_; }
+  std::uint64_t records() const { return records_; }
+
+ private:
+  struct Template {
+    std::string identity;
+    bool compared = false;
+    bool valid = false;
+  };
+  static constexpr std::uint64_t kMaxTemplates = 1u << 20;
+  static constexpr std::string_view kHash = ",\"hash\":\"";
+  static constexpr std::size_t kHashSuffix = kHash.size() + 16 + 2;  // ,"hash":"<16 hex>"}
+
+  static bool starts_with(std::string_view line, const std::string& prefix) {
+    return line.size() >= prefix.size() && std::memcmp(line.data(), prefix.data(), prefix.size()) == 0;
+  }
+
+  // A tensor record of this step in the canonical layout: its seq and
+  // identity bytes; false for anything else.
+  bool split(std::string_view line, std::uint64_t& seq, std::string_view& identity) const {
+    if (!starts_with(line, record_prefix_)) return false;
+    const char* p = line.data() + record_prefix_.size();
+    const char* const end = line.data() + line.size();
+    p = take_digits(p, end, seq);
+    if (p == nullptr || p == end || *p != ',') return false;
+    ++p;
+    if (static_cast<std::size_t>(end - p) <= kHashSuffix) return false;
+    const char* suffix = end - kHashSuffix;
+    if (std::memcmp(suffix, kHash.data(), kHash.size()) != 0 || end[-2] != '"' || end[-1] != '}') return false;
+    log::Digest digest;
+    if (!log::parse_digest(std::string_view(suffix + kHash.size(), 16), digest)) return false;
+    identity = std::string_view(p, static_cast<std::size_t>(suffix - p));
+    return true;
+  }
+
+  // A record line whose identity bytes are its seq's template.
+  bool canonical_record(std::string_view line) {
+    std::uint64_t seq = 0;
+    std::string_view identity;
+    if (!split(line, seq, identity) || seq >= templates_.size()) return false;
+    const Template& t = templates_[seq];
+    if (!t.valid || t.identity != identity) return false;
+    ++step_records_;
+    step_compared_ += t.compared ? 1 : 0;
+    return true;
+  }
+
+  // The step's end record counting the records read, without a chain.
+  bool canonical_end(std::string_view line) const {
+    if (!starts_with(line, end_prefix_)) return false;
+    char digits[24];
+    const auto [stop, error] = std::to_chars(digits, digits + sizeof digits, step_records_);
+    const auto n = static_cast<std::size_t>(stop - digits);
+    return error == std::errc() && line.size() == end_prefix_.size() + n + 1 &&
+           std::memcmp(line.data() + end_prefix_.size(), digits, n) == 0 && line.back() == '}';
+  }
+
+  void start_step(std::int64_t step, std::int64_t rank) {
+    in_step_ = true;
+    step_ = step;
+    rank_ = rank;
+    step_records_ = step_compared_ = 0;
+    const std::string head = "{\"step\":" + std::to_string(step) + ",\"rank\":" + std::to_string(rank);
+    record_prefix_ = head + ",\"seq\":";
+    end_prefix_ = head + ",\"end\":true,\"count\":";
+    // A line starts with '{', so the last step's "next prefix" matches none.
+    next_prefix_ = step == INT64_MAX ? std::string("\n")
+                                     : "{\"step\":" + std::to_string(step + 1) + ",\"rank\":" +
+                                           std::to_string(rank) + ",\"seq\":";
+  }
+
+  Line end_step() {
+    in_step_ = false;
+    steps_.insert(step_);
+    if (window_.contains(step_)) {
+      in_window_.insert(step_);
+      records_ += step_compared_;
+    }
+    last_step_ = step_;
+    have_step_ = true;
+    return Line::step_end;
+  }
+
+  // Whether a line of (step, rank) may come next: the current step's, or the
+  // first of a later step of the file's one rank.
+  bool fits(std::int64_t step, std::int64_t rank) {
+    if (rank < 0 || rank >= world_size_) return false;
+    if (in_step_) return step == step_ && rank == rank_;
+    if (have_step_ && (rank != rank_ || step <= last_step_)) return false;
+    start_step(step, rank);
+    return true;
+  }
+
+  // Any other line, read by the parser that defines what lines mean.
+  Line parsed(std::string_view line) {
+    // Blank lines, CRLF ends and the like: the reader's business.
+    if (line.empty() || line.front() != '{' || line.back() != '}') return Line::refused;
+    parser_.parse(line, intern_, parsed_);
+    if (parsed_.kind == log::LineKind::end) {
+      if (!fits(parsed_.step, parsed_.rank) || parsed_.count != step_records_) return Line::refused;
+      return end_step();
+    }
+    if (parsed_.kind != log::LineKind::record) return Line::refused;
+    const log::Record& r = parsed_.record;
+    if (!fits(r.step, parsed_.rank)) return Line::refused;
+    ++step_records_;
+    step_compared_ += log::is_compared(r.io) ? 1 : 0;
+    learn(line, r);
+    return Line::record;
+  }
+
+  // Remembers a tensor record's identity bytes as its seq's template when
+  // they hold identity fields only (the condition of parse_fast.hpp's).
+  void learn(std::string_view line, const log::Record& r) {
+    std::uint64_t seq = 0;
+    std::string_view identity;
+    if (r.scalar || !split(line, seq, identity) || static_cast<std::int64_t>(seq) != r.seq) return;
+    if (seq >= kMaxTemplates || seq > 2 * learned_ + 1024) return;
+    if (seq >= templates_.size()) templates_.resize(seq + 1);
+    Template& t = templates_[seq];
+    if (t.valid && t.identity == identity) return;
+    t.valid = false;
+    if (!parser_.identity_only(identity, intern_)) return;
+    t.identity.assign(identity);
+    t.compared = log::is_compared(r.io);
+    t.valid = true;
+    ++learned_;
+  }
+
+  std::int64_t world_size_;
+  StepWindow window_;
+  log::LineParser parser_;
+  log::Intern intern_;
+  log::ParsedLine parsed_;
+  std::vector<Template> templates_;
+  std::uint64_t learned_ = 0;
+  bool in_step_ = false, have_step_ = false;
+  std::int64_t step_ = 0, last_step_ = 0, rank_ = -1;
+  std::int64_t step_records_ = 0, step_compared_ = 0;
+  std::string record_prefix_, end_prefix_, next_prefix_;
+  IntervalSet steps_, in_window_;
+  std::uint64_t records_ = 0;
+};
+
+struct FilePair {
+  std::size_t file_a = 0, file_b = 0;
+  std::string path_a, path_b;
+  log::RunReader::Position start_a, start_b;
+};
+
+// One pair's shared prefix, if it has a step.
+std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size, const StepWindow& window) {
+  Block a, b;
+  if (!a.open(pair.path_a, pair.start_a.offset) || !b.open(pair.path_b, pair.start_b.offset)) return std::nullopt;
+  StepChecker checker(world_size, window);
+  std::uint64_t before = 0;  // bytes of the file pair dropped from the blocks' front
+  std::uint64_t lines = 0;
+  std::uint64_t prefix_bytes = 0, prefix_lines = 0;  // up to the last step's end
+  std::size_t pos = 0;
+  std::size_t shared = shared_length(a, b, 0);
+  while (true) {
+    const auto* newline = static_cast<const char*>(std::memchr(a.data() + pos, '\n', shared - pos));
+    if (newline == nullptr) {
+      // The next line is not shared in full yet: read on only while both
+      // blocks are the same to their ends and neither file has ended.
+      if (shared < a.size() || shared < b.size() || a.eof() || b.eof() || pos == 0) break;
+      before += pos;
+      if (!a.refill(pos) || !b.refill(pos)) break;
+      shared = shared_length(a, b, shared - pos);
+      pos = 0;
+      continue;
+    }
+    const std::string_view line(a.data() + pos, static_cast<std::size_t>(newline - (a.data() + pos)));
+    pos += line.size() + 1;
+    ++lines;
+    const auto what = checker.check(line);
+    if (what == StepChecker::Line::refused) break;
+    if (what == StepChecker::Line::step_end) {
+      prefix_bytes = before + pos;
+      prefix_lines = lines;
+    }
+  }
+  if (checker.steps().empty() || prefix_lines == 0) return std::nullopt;
+  SharedPrefix prefix;
+  prefix.file_a = pair.file_a;
+  prefix.file_b = pair.file_b;
+  prefix.rank = checker.rank();
+  prefix.end_a = {pair.start_a.offset + prefix_bytes, pair.start_a.line + prefix_lines};
+  prefix.end_b = {pair.start_b.offset + prefix_bytes, pair.start_b.line + prefix_lines};
+  prefix.steps = checker.steps();
+  prefix.in_window = checker.in_window();
+  prefix.records = checker.records();
+  return prefix;
+}
+
+// Files of the two runs that hold the same rank's log: those of one name, or
+// the two files of two one-file runs.
+std::vector<FilePair> pair_files(const log::RunReader& a, const log::RunReader& b) {
+  namespace fs = std::filesystem;
+  std::vector<FilePair> pairs;
+  auto add = [&](std::size_t i, std::size_t j) {
+    pairs.push_back({i, j, a.files()[i], b.files()[j], a.records_start(i), b.records_start(j)});
+  };
+  if (a.files().size() == 1 && b.files().size() == 1) {
+    add(0, 0);
+    return pairs;
+  }
+  std::map<std::string, std::size_t> in_b;
+  for (std::size_t j = 0; j < b.files().size(); ++j) in_b.emplace(fs::path(b.files()[j]).filename().string(), j);
+  for (std::size_t i = 0; i < a.files().size(); ++i) {
+    auto it = in_b.find(fs::path(a.files()[i]).filename().string());
+    if (it != in_b.end()) add(i, it->second);
+  }
+  return pairs;
+}
+
+}  // namespace
+
+std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::RunReader& b,
+                                          const StepWindow& window) {
+  const std::vector<FilePair> pairs = pair_files(a, b);
+  std::vector<std::optional<SharedPrefix>> found(pairs.size());
+  // Pairs are independent: two threads, as diff's two readers use two cores.
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t k; (k = next++) < pairs.size();) found[k] = scan(pairs[k], a.world_size(), window);
+  };
+  {
+    std::jthread helper(work);
+    work();
+  }
+  std::map<std::int32_t, int> holders;
+  for (const auto& p : found) {
+    if (p) ++holders[p->rank];
+  }
+  std::vector<SharedPrefix> prefixes;
+  for (auto& p : found) {
+    if (p && holders[p->rank] == 1) prefixes.push_back(std::move(*p));
+  }
+  return prefixes;
+}
+
+}  // namespace dtrace::diff

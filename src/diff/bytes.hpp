@@ -1,0 +1,52 @@
+// diff's byte stage: the steps two runs wrote byte for byte alike, found the
+// way cmp finds equal files, so that the streaming diff need not parse and
+// compare them record by record (issue 12).
+//
+// Both runs of a deterministic job write mostly identical lines. For each pair
+// of files of the same name, the stage compares the bytes after the two
+// header lines (headers differ in run name, env or config, and diff compares
+// them as it always did) and keeps the longest prefix that is
+//   - the same bytes in both files,
+//   - complete steps of one rank, each its records in a row and then its end
+//     record counting them, steps in increasing order, and
+//   - lines the reader would read without a note or an error: one side's
+//     lines are checked, as their bytes are the other side's; a record line
+//     whose identity bytes equal those of an earlier line at its seq, already
+//     read by the full parser (LineParser::identity_only), is checked by its
+//     canonical layout alone, every other line by LineParser.
+// Such steps are equal in both runs by construction, so the streaming diff
+// counts them as compared (their records of a compared io) and reads each
+// file from the end of its prefix (RunReader::skip_prefix). The prefix ends
+// at the last step boundary before the first differing byte, or before the
+// first line it cannot vouch for; everything after is read as before. A
+// timing record (whose values differ between runs and are never compared)
+// ends the prefix like any other difference.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "diff/diff.hpp"
+#include "log/reader.hpp"
+#include "util/intervals.hpp"
+
+namespace dtrace::diff {
+
+// One file pair's shared prefix.
+struct SharedPrefix {
+  std::size_t file_a = 0, file_b = 0;  // indices into each reader's files()
+  std::int32_t rank = 0;
+  log::RunReader::Position end_a, end_b;  // where each file's reading resumes
+  IntervalSet steps;                      // every step of the prefix
+  IntervalSet in_window;                  // those inside the diff's step window
+  std::uint64_t records = 0;              // compared records of the steps in the window
+};
+
+// The shared prefixes of two opened runs (before their first next()); pairs
+// without one are left out, and so is every prefix whose rank another
+// prefix has too. Unreadable bytes end a prefix: the streaming diff then
+// reads them and says what is wrong.
+std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::RunReader& b,
+                                          const StepWindow& window);
+
+}  // namespace dtrace::diff
