@@ -86,6 +86,43 @@ TEST_CASE("a run written by the recorder certifies with every chain verified") {
   CHECK_THAT(lines[3], Catch::Contains("\"chain\":\""));
 }
 
+TEST_CASE("the recorder writes each end record's own line number; check verifies it") {
+  TempDir dir;
+  record_run(dir / "run", 3);
+  const std::string file = dir / "run/rank0.jsonl";
+  auto lines = lines_of(file);
+  REQUIRE(lines.size() == 1 + 3 * 3);
+  for (std::size_t i : {3u, 6u, 9u}) CHECK_THAT(lines[i], Catch::EndsWith(",\"line\":" + std::to_string(i + 1) + "}"));
+  {
+    auto reader = dtrace::log::RunReader::open(dir / "run");
+    REQUIRE(reader.ok());
+    auto step = (*reader)->next();
+    REQUIRE((step.ok() && *step));
+    CHECK((**step).logged_line == 4);
+    CHECK((**step).end_line == 4);
+  }
+  edit_line(lines, 6, "\"line\":7", "\"line\":8");
+  write_lines(file, lines);
+  const auto c = certify(dir / "run");
+  CHECK_FALSE(c.certified());
+  CHECK(c.counts[static_cast<std::size_t>(ViolationKind::line_mismatch)] == 1);
+  REQUIRE(c.violations.size() == 1);
+  CHECK(c.violations[0].step == 1);
+  CHECK_THAT(c.violations[0].message, Catch::Contains("end record says it is line 8, it is line 7"));
+  CHECK_THAT(c.violations[0].location, Catch::Contains("rank0.jsonl:7"));
+  SECTION("a line number that is not an integer of 2 or more: a malformed end record") {
+    for (const std::string& bad : std::vector<std::string>{"1", "\"7\"", "-3"}) {
+      auto broken = lines;
+      edit_line(broken, 6, "\"line\":8", "\"line\":" + bad);
+      write_lines(file, broken);
+      auto result = dtrace::log::certify_run(dir / "run");
+      REQUIRE_FALSE(result.ok());
+      CHECK_THAT(result.error().message, Catch::Contains("rank0.jsonl:7"));
+      CHECK_THAT(result.error().message, Catch::Contains("line"));
+    }
+  }
+}
+
 TEST_CASE("a chain its records do not give (a buggy recorder) is a chain-mismatch, once") {
   TempDir dir;
   record_run(dir / "run", 4);
@@ -167,7 +204,7 @@ TEST_CASE("the chain field reads alike on the fast path and the full parser; bad
     chain1 = dtrace::log::chain_hex(*(**step).chain);
   }
   SECTION("spaces and another field order: the full parser") {
-    lines[6] = "{ \"chain\" : \"" + chain1 + "\", \"end\": true, \"count\": 2, \"rank\": 0, \"step\": 1 }";
+    lines[6] = "{ \"line\": 7, \"chain\" : \"" + chain1 + "\", \"end\": true, \"count\": 2, \"rank\": 0, \"step\": 1 }";
     write_lines(file, lines);
     CHECK(certify(dir / "run").certified());
     auto reader = dtrace::log::RunReader::open(dir / "run");
@@ -175,6 +212,7 @@ TEST_CASE("the chain field reads alike on the fast path and the full parser; bad
     auto step = (*reader)->next();
     REQUIRE((step.ok() && *step && (**step).chain));
     CHECK(dtrace::log::chain_hex(*(**step).chain) == chain1);
+    CHECK((**step).logged_line == 7);
   }
   SECTION("not 16 hex digits: a malformed end record, named by file and line") {
     for (const std::string& bad : std::vector<std::string>{"\"" + chain1.substr(1) + "\"", "\"zz" + chain1.substr(2) + "\"", std::string("17")}) {

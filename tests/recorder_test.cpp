@@ -327,6 +327,11 @@ TEST_CASE("recorders opened one after another in a process share DTRACE_OUT and 
   CHECK(run.reader->headers().size() == 1);
   CHECK(run.step(0, 0).status == StepStatus::complete);
   CHECK(run.step(1, 0).status == StepStatus::complete);
+  // Each end record's own line number counts the other rank's lines too
+  // (dtrace-fp(5), field line): the shared sink numbers the lines it writes.
+  CHECK(run.step(0, 0).logged_line == 3);
+  CHECK(run.step(1, 0).logged_line == 5);
+  CHECK(run.step(1, 0).end_line == 5);
 }
 
 TEST_CASE("DTRACE_RUN_DIR replaces the run directory of a training run") {

@@ -43,8 +43,7 @@ struct RecordPair {
 std::vector<RecordPair> pair_records(const log::Step& a, const log::Step& b);
 
 // pair_records as the report shows them (Report::first_step); `where(record,
-// side)` names a record's place, side 'A' or 'B' ("FILE:LINE" when streaming,
-// "FILE@BYTE" when searching).
+// side)` names a record's place, side 'A' or 'B' ("FILE:LINE").
 std::vector<StepRecord> step_strip(const log::Step& a, const log::Step& b,
                                    const std::function<std::string(const log::Record&, char side)>& where);
 

@@ -108,7 +108,7 @@ struct DiffOptions {
 Result<Report> diff_runs(const std::string& run_a, const std::string& run_b, const DiffOptions& options = {});
 
 // One rank's first mismatch at one step, described for the report; the
-// locations are "FILE:LINE" (streaming) or "FILE@BYTE" (search).
+// locations are "FILE:LINE" (the search takes line numbers from end records).
 struct MismatchAt;
 struct Classification;
 Mismatch describe_mismatch(const log::Step& a, const log::Step& b, const MismatchAt& at,

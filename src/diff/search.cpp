@@ -107,59 +107,81 @@ int agree(RankFile& a, RankFile& b, std::int64_t s, std::int32_t rank, std::stri
   return *pa.chain == *pb.chain ? 1 : 0;
 }
 
-// The chain the end record before `offset` carries (0 for none), as chain_prev.
-Result<std::uint64_t> chain_before(RankFile& file, std::uint64_t offset, std::string& why) {
-  auto line = file.line_before(offset);
-  if (!line) return line.error();
-  if (!*line) return std::uint64_t{0};
-  if (!(*line)->end_record()) {
-    why = file.path() + ": the step before step " + std::to_string((*line)->step()) + "'s successor has no end record";
-    return std::uint64_t{0};
+// Step s of one side as the streaming reader would hand it out, its records
+// named by line number: counted on from the line number of the line before
+// the step (the previous step's end record's `line`, dtrace-fp(5); 1, the
+// header, when the step is the file's first) and cross-checked against the
+// step's own end record. `chain_prev` is the previous end record's chain (0
+// for none). `why` says what cannot be vouched for.
+struct Read {
+  Step step;
+  std::uint64_t chain_prev = 0;
+  std::string unnumbered;  // non-empty: why its records have no line numbers
+};
+
+Result<Read> read_at(RankFile& file, std::int64_t s, char side, std::int32_t rank, std::string& why) {
+  auto at = file.lower_bound(s);
+  if (!at) return at.error();
+  auto before = file.line_before(*at);
+  if (!before) return before.error();
+  Read out;
+  std::optional<std::int64_t> line_before = 1;
+  if (*before) {
+    const SeekLine& l = **before;
+    if (!l.end_record()) {
+      why = file.path() + ": the line before step " + std::to_string(s) + " is not an end record";
+    }
+    out.chain_prev = l.parsed.chain.value_or(0);
+    line_before = l.parsed.line;
   }
-  return (*line)->parsed.chain.value_or(0);
+  auto step = file.read_step(*at, s, line_before);
+  if (!step) return step.error();
+  out.step = std::move(step->step);
+  if (!step->numbered) {
+    out.unnumbered = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
+          (out.step.logged_line && line_before
+               ? ": its end record's line number is not the line it is on (dtrace check reports line-mismatch)"
+               : ": no line numbers in its end records (an older recorder)");
+  }
+  return out;
 }
 
 // Reads step s of one side and checks that its chain matches its records.
 Result<Step> read_checked(RankFile& file, std::int64_t s, char side, std::int32_t rank, std::string& why) {
-  auto at = file.lower_bound(s);
-  if (!at) return at.error();
-  auto step = file.read_step(*at, s);
-  if (!step) return step.error();
-  if (step->step.status != StepStatus::complete) {
+  auto read = read_at(file, s, side, rank, why);
+  if (!read) return read.error();
+  Step& step = read->step;
+  if (!why.empty()) return std::move(step);
+  if (step.status != StepStatus::complete) {
     why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
           " is incomplete or miscounted";
-    return std::move(step->step);
-  }
-  auto previous = chain_before(file, *at, why);
-  if (!previous) return previous.error();
-  if (!why.empty()) return std::move(step->step);
-  if (!step->step.chain) {
+  } else if (!step.chain) {
     why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) + " carries no chain";
-  } else if (log::step_chain(*previous, step->step) != *step->step.chain) {
+  } else if (log::step_chain(read->chain_prev, step) != *step.chain) {
     why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
           ": its chained digest does not match its records (" + file.path() +
           "; dtrace check reports it as chain-mismatch)";
+  } else {
+    why = read->unnumbered;
   }
-  return std::move(step->step);
+  return std::move(step);
 }
 
-// A searched record's place: FILE@BYTE (its `line` holds the line's byte offset).
-std::string place(const RankFile& file, const log::Record& r) { return file.path() + "@" + std::to_string(r.line); }
+// A searched record's place, FILE:LINE as the streaming diff names it.
+std::string place(const RankFile& file, const log::Record& r) { return file.path() + ":" + std::to_string(r.line); }
 
-std::string at_byte(const RankFile& file, const Step& step, std::ptrdiff_t i) {
+std::string at_line(const RankFile& file, const Step& step, std::ptrdiff_t i) {
   if (i < 0) return {};
   return place(file, step.records[static_cast<std::size_t>(i)]);
 }
 
 // The records of step s on both sides, paired in seq order, as the streaming
 // diff keeps them for the first divergent rank (Report::first_step: the HTML
-// report's strip); locations FILE@BYTE as the search names records.
+// report's strip).
 std::vector<StepRecord> strip_at(RankFile& a, RankFile& b, std::int64_t s) {
-  auto at_a = a.lower_bound(s);
-  auto at_b = b.lower_bound(s);
-  if (!at_a || !at_b) return {};
-  auto step_a = a.read_step(*at_a, s);
-  auto step_b = b.read_step(*at_b, s);
+  std::string why;
+  auto step_a = read_at(a, s, 'A', 0, why);
+  auto step_b = read_at(b, s, 'B', 0, why);
   if (!step_a || !step_b) return {};
   return step_strip(step_a->step, step_b->step, [&](const log::Record& r, char side) {
     return place(side == 'A' ? a : b, r);
@@ -250,8 +272,8 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
                 ": the chains differ but the records compare equal (written in another seq order?)");
   }
   const Classification c = classify(*step_a, *step_b, *result.first);
-  out.first = describe_mismatch(*step_a, *step_b, *result.first, c, at_byte(a, *step_a, result.first->a),
-                                at_byte(b, *step_b, result.first->b));
+  out.first = describe_mismatch(*step_a, *step_b, *result.first, c, at_line(a, *step_a, result.first->a),
+                                at_line(b, *step_b, result.first->b));
   out.collective = c.collective;
   out.collective_inputs_differing = result.collective_inputs_differing;
 }

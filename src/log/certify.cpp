@@ -237,6 +237,19 @@ void check_chain(const Step& step, const ChainVerdict& verdict, const RunReader&
                      " its records give (chained to " + chain_hex(verdict.previous) + ")"});
 }
 
+// A line number is a claim a searched diff names records by (dtrace-fp(5),
+// field `line`): one that is not the end record's own line would name the
+// wrong lines, so it is a violation like a wrong chain.
+void check_line(const Step& step, const RunReader& reader, Collector& collector) {
+  if (!step.logged_line || step.end_line == 0 || *step.logged_line == step.end_line) return;
+  const std::string where = step.records.empty()
+                                ? std::string()
+                                : reader.files().at(step.records.front().file) + ":" + std::to_string(step.end_line);
+  collector.add({ViolationKind::line_mismatch, step.rank, step.step, where,
+                 rank_step(step.rank, step.step) + ": end record says it is line " +
+                     std::to_string(*step.logged_line) + ", it is line " + std::to_string(step.end_line)});
+}
+
 // Ranks 0..world_size-1 without a single line. world_size comes from a header
 // and may be large, so the walk stops listing (but not counting) early.
 void check_ranks(const std::map<std::int32_t, IntervalSet>& rank_steps, std::int64_t world_size,
@@ -291,6 +304,7 @@ std::string_view violation_name(ViolationKind kind) {
     case ViolationKind::header_mismatch: return "header-mismatch";
     case ViolationKind::unknown_hash: return "unknown-hash";
     case ViolationKind::chain_mismatch: return "chain-mismatch";
+    case ViolationKind::line_mismatch: return "line-mismatch";
   }
   return "unknown";
 }
@@ -334,6 +348,7 @@ Result<Certification> certify_run(const std::string& path) {
     check_seq(step, reader, collector);
     check_status(step, reader, collector);
     check_chain(step, chains.verify(step), reader, collector);
+    check_line(step, reader, collector);
   }
   out.ranks_present = static_cast<std::int64_t>(rank_steps.size());
   check_ranks(rank_steps, out.world_size, path, collector);

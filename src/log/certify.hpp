@@ -33,8 +33,9 @@ enum class ViolationKind : std::uint8_t {
   header_mismatch,     // run, level, env or config differ between files
   unknown_hash,        // a hash algorithm this dtrace cannot recompute
   chain_mismatch,      // an end record's chain that its records do not give (dtrace-fp(5))
+  line_mismatch,       // an end record's `line` that is not the line it is on (dtrace-fp(5))
 };
-inline constexpr std::size_t kViolationKinds = 10;
+inline constexpr std::size_t kViolationKinds = 11;
 
 // Stable, hyphenated names used in reports and JSON ("rank-absent", ...).
 std::string_view violation_name(ViolationKind kind);

@@ -225,6 +225,12 @@ bool parse_fields(od::object object, Intern& intern, std::vector<std::int64_t>& 
         return malformed(out, "field 'chain' must be a string of 16 hex digits");
       }
       out.chain = digest.low;
+    } else if (key == "line") {
+      // dtrace-fp(5): the end record's own 1-based line number; the header is line 1.
+      std::int64_t number = 0;
+      if (!get_int(value, key, number, out)) return false;
+      if (number < 2) return malformed(out, "field 'line' must be a line number after the header (2 or more)");
+      out.line = number;
     } else if (key == "dtrace") {
       seen |= kHeader;
     } else if (!valid_json(value)) {
@@ -281,6 +287,7 @@ bool LineParser::identity_only(std::string_view identity, Intern& intern) {
 void LineParser::parse_full(std::string_view line, Intern& intern, ParsedLine& out) {
   out.record = Record{};
   out.chain.reset();
+  out.line.reset();
   out.problem.clear();
   od::document doc;
   if (impl_->parser.iterate(line.data(), line.size(), line.size() + kLinePadding).get(doc) !=

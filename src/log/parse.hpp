@@ -23,6 +23,7 @@ struct ParsedLine {
   std::int64_t rank = 0;    // for LineKind::end
   std::int64_t count = 0;   // for LineKind::end
   std::optional<std::uint64_t> chain;  // for LineKind::end: its chained digest, when written
+  std::optional<std::int64_t> line;    // for LineKind::end: its own line number, when written
   std::string problem;      // for LineKind::malformed: what is wrong, without file:line
 };
 

@@ -89,10 +89,12 @@ bool CanonicalLines::split(std::string_view line, Shape& out) {
     out.end_record = true;
     if (!take_int(s, out.count)) return false;
     if (take(s, ",\"chain\":\"")) {
-      if (s.size() != 16 + 2 || s.substr(16) != "\"}") return false;
+      if (s.size() < 16 + 2 || s[16] != '"') return false;
       out.chain = s.substr(0, 16);
-      return true;
+      s.remove_prefix(17);
     }
+    // A line number (2 or more) or the full parser says why not.
+    if (take(s, ",\"line\":") && (!take_int(s, out.line) || out.line < 2)) return false;
     return s == "}";
   }
   if (!take_int(s, out.seq) || !take(s, ",")) return false;
@@ -141,6 +143,8 @@ bool CanonicalLines::parse(std::string_view line, ParsedLine& out) const {
     out.rank = s.rank;
     out.count = s.count;
     out.chain.reset();
+    out.line.reset();
+    if (s.line != 0) out.line = s.line;
     if (!s.chain.empty()) {
       Digest digest;
       if (!parse_digest(s.chain, digest)) return false;  // the full parser says why

@@ -66,6 +66,7 @@ class CanonicalLines {
     std::string_view hash;      // the hash's digits, or a scalar's bits
     std::string_view value;     // a scalar's value, a JSON number
     std::string_view chain;     // an end record's chain digits, when written
+    std::int64_t line = 0;      // an end record's line number, 0 when not written
   };
   static bool split(std::string_view line, Shape& out);
   static bool split_scalar(std::string_view rest, Shape& out);

@@ -550,6 +550,8 @@ Result<std::optional<Step>> RunReader::next() {
         pending.end_seen = true;
         pending.step.declared_count = p.count;
         pending.step.chain = p.chain;
+        pending.step.logged_line = p.line;
+        pending.step.end_line = static_cast<std::int64_t>(line.number);
       } else {
         p.record.file = cursor.index();
         p.record.line = line.number;

@@ -93,6 +93,8 @@ struct Step {
   StepStatus status = StepStatus::complete;
   std::int64_t declared_count = -1;  // the end record's count, -1 without one
   std::optional<std::uint64_t> chain;  // the end record's chained digest (dtrace-fp(5)), if any
+  std::optional<std::int64_t> logged_line;  // the end record's `line` field (dtrace-fp(5)), if any
+  std::int64_t end_line = 0;  // the line the end record is on (1-based), 0 when unknown
   std::vector<Record> records;
 };
 

@@ -209,25 +209,31 @@ Result<std::uint64_t> RankFile::lower_bound(std::int64_t step) {
   return size_;
 }
 
-Result<SeekStep> RankFile::read_step(std::uint64_t offset, std::int64_t step) {
+Result<SeekStep> RankFile::read_step(std::uint64_t offset, std::int64_t step,
+                                     std::optional<std::int64_t> line_before) {
   SeekStep out;
   out.begin = offset;
   out.step.step = step;
   out.step.status = StepStatus::incomplete;
   std::uint64_t at = offset;
+  bool contiguous = true;  // no blank line skipped: line numbers count on by one
+  std::int64_t number = line_before.value_or(0);
   bool ended = false;
   while (!ended) {
     auto line = line_at(at);
     if (!line) return line.error();
     if (!*line || (*line)->step() != step) break;
     SeekLine& l = **line;
+    contiguous = contiguous && l.offset == at;
+    ++number;
     out.step.rank = static_cast<std::int32_t>(l.rank());
     if (l.end_record()) {
       out.step.declared_count = l.parsed.count;
       out.step.chain = l.parsed.chain;
+      out.step.logged_line = l.parsed.line;
       ended = true;
     } else {
-      l.parsed.record.line = l.offset;  // a byte offset here: no line numbers without reading all
+      l.parsed.record.line = static_cast<std::uint64_t>(number);
       out.step.records.push_back(l.parsed.record);
     }
     at = l.next;
@@ -237,6 +243,13 @@ Result<SeekStep> RankFile::read_step(std::uint64_t offset, std::int64_t step) {
     out.step.status = static_cast<std::int64_t>(out.step.records.size()) == out.step.declared_count
                           ? StepStatus::complete
                           : StepStatus::count_mismatch;
+    // The count from the line before agrees with the end record's own claim.
+    out.numbered = line_before && contiguous && out.step.logged_line == number;
+  }
+  if (out.numbered) {
+    out.step.end_line = number;
+  } else {
+    for (Record& r : out.step.records) r.line = 0;
   }
   std::stable_sort(out.step.records.begin(), out.step.records.end(),
                    [](const Record& a, const Record& b) { return a.seq < b.seq; });

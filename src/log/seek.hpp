@@ -36,6 +36,11 @@ struct SeekLine {
 struct SeekStep {
   Step step;
   std::uint64_t begin = 0, end = 0;  // byte range of its lines
+  // Whether its records' `line` are their line numbers: counted from the line
+  // number before the step that read_step was given, with no blank line in
+  // the step, and the count agreeing with the end record's own `line`
+  // (dtrace-fp(5)). Otherwise `line` is 0.
+  bool numbered = false;
 };
 
 class RankFile {
@@ -67,8 +72,11 @@ class RankFile {
   Result<std::uint64_t> lower_bound(std::int64_t step);
   // The lines of `step` starting at `offset` (from lower_bound), assembled
   // into a Step as the streaming reader would: seq order, its end record's
-  // count and chain, status complete or incomplete/count_mismatch.
-  Result<SeekStep> read_step(std::uint64_t offset, std::int64_t step);
+  // count, chain and line, status complete or incomplete/count_mismatch.
+  // `line_before`: the line number of the line that ends at `offset` (the
+  // previous step's end record's `line`, 1 for the header), when known.
+  Result<SeekStep> read_step(std::uint64_t offset, std::int64_t step,
+                             std::optional<std::int64_t> line_before = std::nullopt);
 
   const std::string& path() const { return path_; }
   std::uint64_t size() const { return size_; }

@@ -152,7 +152,7 @@ void append_record_line(std::string& o, const Record& r) {
 }
 
 void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std::int64_t count,
-                     std::optional<std::uint64_t> chain) {
+                     std::optional<std::uint64_t> chain, std::optional<std::int64_t> line) {
   out += "{\"step\":";
   append_int(out, step);
   out += ",\"rank\":";
@@ -163,6 +163,10 @@ void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std
     out += ",\"chain\":\"";
     out += Digest::from_u64(*chain).hex();
     out += '"';
+  }
+  if (line) {
+    out += ",\"line\":";
+    append_int(out, *line);
   }
   out += "}\n";
 }

@@ -47,9 +47,11 @@ void append_json_string(std::string& out, std::string_view text);
 // included), exactly as Writer writes them: for callers that assemble lines
 // away from a file (the recorder buffers a rank's step before a shared file).
 void append_record_line(std::string& out, const Record& record);
-// `chain`: the step's chained digest (dtrace-fp(5)), written as field "chain" when given.
+// `chain`: the step's chained digest (dtrace-fp(5)), written as field "chain" when given;
+// `line`: the end record's own line number in its file, field "line" when given.
 void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std::int64_t count,
-                     std::optional<std::uint64_t> chain = std::nullopt);
+                     std::optional<std::uint64_t> chain = std::nullopt,
+                     std::optional<std::int64_t> line = std::nullopt);
 
 // The header as the JSON object written on a log's first line.
 nlohmann::json header_to_json(const Header& header);

@@ -261,14 +261,15 @@ class RankRecorder final : public Recorder {
     // in it, so it is not chained either (begin_step started this one from the
     // last step written).
     chain_previous_ = chain_.finish();
-    log::append_end_line(lines_, rank_, *step_, seq_, chain_previous_);
-    if (capture_) log::append_end_line(capture_lines_, rank_, *step_, captured_);
+    const std::int64_t step = *step_;
+    if (capture_) log::append_end_line(capture_lines_, rank_, step, captured_);
     last_step_ = step_;
     step_.reset();
     repetition_ = false;
     // The capture first: once the log says a step is done, its inputs are on disk.
     if (capture_) capture_->append(capture_lines_);
-    if (log_) log_->append(lines_);
+    // The sink writes the end record: only it knows the record's line number.
+    if (log_) log_->append_step(lines_, rank_, step, seq_, chain_previous_);
     capture_lines_.clear();
     lines_.clear();
   }

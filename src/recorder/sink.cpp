@@ -1,5 +1,6 @@
 #include "recorder/sink.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -75,6 +76,19 @@ std::shared_ptr<LogSink> LogSink::open_shared(const std::string& path, std::stri
 void LogSink::append(std::string_view lines) {
   if (lines.empty()) return;
   std::lock_guard lock(mutex_);
+  write_locked(lines);
+}
+
+void LogSink::append_step(std::string& records, std::int32_t rank, std::int64_t step, std::int64_t count,
+                          std::optional<std::uint64_t> chain) {
+  std::lock_guard lock(mutex_);
+  const auto record_lines = static_cast<std::int64_t>(std::count(records.begin(), records.end(), '\n'));
+  log::append_end_line(records, rank, step, count, chain, lines_ + record_lines + 1);
+  write_locked(records);
+}
+
+void LogSink::write_locked(std::string_view lines) {
+  lines_ += static_cast<std::int64_t>(std::count(lines.begin(), lines.end(), '\n'));
   // raw_line adds the newline that ends the block's last line.
   if (lines.back() == '\n') lines.remove_suffix(1);
   writer_.raw_line(lines);

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,11 +34,19 @@ class LogSink {
 
   // Writes whole lines (each ending in a newline) and flushes them to the file.
   void append(std::string_view lines);
+  // Writes a step: its record lines (`records`, whole lines) and then its end
+  // record, which carries its own line number in this file (dtrace-fp(5),
+  // field `line`), known only here where ranks sharing the file are ordered.
+  void append_step(std::string& records, std::int32_t rank, std::int64_t step, std::int64_t count,
+                   std::optional<std::uint64_t> chain);
   const std::string& path() const { return writer_.path(); }
 
  private:
+  void write_locked(std::string_view lines);
+
   std::mutex mutex_;
   log::Writer writer_;
+  std::int64_t lines_ = 0;  // lines written so far, the header's included
 };
 
 }  // namespace dtrace::recording

@@ -15,5 +15,12 @@ json_is verdict '"identical"'
 json_true 'd["compared"]["records"] > 1000'
 grep -q '"op":"aten.mm.default"' a/rank0.jsonl || fail "no aten.mm.default record at kernel level"
 grep -q '"scope":"fwd/blocks.1.moe.experts.0.up"' a/rank0.jsonl || fail "no module scope in the kernel records"
+# Every end record carries its chain and its own line number (dtrace-fp(5)),
+# written by libdtrace's recorder under the C API the package calls.
+python3 - a/rank0.jsonl <<'PY' || fail "end records without chain or with a wrong line"
+import json, sys
+ends = [(n, json.loads(l)) for n, l in enumerate(open(sys.argv[1]), 1) if '"end":true' in l]
+sys.exit(not ends or any("chain" not in e or e.get("line") != n for n, e in ends))
+PY
 grep -q '"torch":' a/rank0.jsonl || fail "the header's config lacks the torch version"
 echo ok

@@ -5,8 +5,9 @@
 // A step is the layers' records (forward, then backward) and a loss;
 // --records N keeps only the first N-1 layer records before the loss, the
 // shape of a long step-level run (many small steps: per-step cost dominates).
-// --chain writes each step's chained digest in its end record (dtrace-fp(5)),
-// as the recorder does, so that `dtrace diff` can search instead of stream.
+// --chain writes each step's chained digest and the end record's own line
+// number in its end record (dtrace-fp(5)), as the recorder does, so that
+// `dtrace diff` can search instead of stream.
 //
 //   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ] [--chain]
 #include <charconv>
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     writer->header(h);
     dtrace::log::ChainHasher chainer;
     std::uint64_t previous = 0;
+    std::int64_t line = 1;  // lines written: the header
     std::string end_line;
     for (long s = 0; s < steps; ++s) {
       std::int64_t seq = 0;
@@ -129,7 +131,8 @@ int main(int argc, char** argv) {
         chainer.add(loss);
         previous = chainer.finish();
         end_line.clear();
-        dtrace::log::append_end_line(end_line, static_cast<std::int32_t>(r), s, seq, previous);
+        line += seq + 1;
+        dtrace::log::append_end_line(end_line, static_cast<std::int32_t>(r), s, seq, previous, line);
         if (!end_line.empty() && end_line.back() == '\n') end_line.pop_back();
         writer->raw_line(end_line);
       } else {

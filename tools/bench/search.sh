@@ -9,8 +9,8 @@
 # as they find it after generation; each is timed (wall) and its bytes read
 # are taken from /proc/PID/io of the finished process (rchar: bytes its read
 # calls returned, cached or not; read_bytes: what it made the disk read).
-# The two reports must agree (the same fields but the search's own note, the
-# records counted and FILE@BYTE locations, which dtrace(1) says differ).
+# The two reports must agree (the same fields but the search's own note and
+# the records counted, which dtrace(1) says differ).
 #
 #   tools/bench/search.sh [BUILD_DIR] [RANKS] [STEPS]   (defaults: build-release 64 100000)
 #   WORK=/tmp/dtrace-bench-search KEEP=1 (keep the generated runs)
@@ -65,8 +65,6 @@ def comparable(path):
     d = json.load(open(path))
     d["notes"] = [n for n in d["notes"] if not n.startswith(("searched by chained", "chained digests not searched"))]
     d["compared"].pop("records")
-    for m in ([d["first"]] if d["first"] else []) + d["ranks"]:
-        m.pop("a_location"); m.pop("b_location")
     return d
 s, t = comparable(sys.argv[1]), comparable(sys.argv[2])
 first = t["first"]
