@@ -1,7 +1,8 @@
 // diff's byte stage (src/diff/bytes.cpp) against reading every record: on
 // every diff fixture, the minitrain runs, each run against itself, and
 // generated runs with a difference planted where the stage must stop (the
-// line across a block's end, the line before it, a timing record, the
+// line across a block's end, the line before it, a timing record whose
+// identity differs, a compared record after timing records that differ, the
 // header, a truncated last line, a bad line both runs share, a rank in two
 // files, steps out of order), the streaming diff gives the same report, or
 // the same error, with and without skipping the shared prefixes.
@@ -66,7 +67,9 @@ struct Plan {
   int steps = 1000;
   int records = 20;
   std::string env = "{}";
-  std::uint64_t timing_salt = 0;  // differs between two runs of one job
+  std::uint64_t timing_salt = 0;    // differs between two runs of one job
+  std::string timing_value = "0.5";  // so may its length
+  bool chain_and_line = false;       // end records as a recorder of fp/1 with chains writes them
   // Changes a file's text after it is written in full (rank, text).
   std::function<void(int, std::string&)> edit;
 };
@@ -93,8 +96,13 @@ std::string rank_text(const Plan& plan, int rank) {
     }
     text += head + ",\"seq\":" + std::to_string(plan.records) +
             ",\"scope\":\"step\",\"op\":\"time\",\"io\":\"timing\",\"name\":\"step_seconds\",\"dtype\":\"f64\",\"bits\":\"" +
-            hex16(0x3f80000000000000ull + plan.timing_salt + static_cast<std::uint64_t>(s)) + "\",\"value\":0.5}\n";
-    text += head + ",\"end\":true,\"count\":" + std::to_string(plan.records + 1) + "}\n";
+            hex16(0x3f80000000000000ull + plan.timing_salt + static_cast<std::uint64_t>(s)) + "\",\"value\":" + plan.timing_value + "}\n";
+    text += head + ",\"end\":true,\"count\":" + std::to_string(plan.records + 1);
+    if (plan.chain_and_line) {
+      text += ",\"chain\":\"" + hex16(static_cast<std::uint64_t>(s) * 0x9e3779b97f4a7c15ull) + "\",\"line\":" +
+              std::to_string(2 + s * (plan.records + 2) + plan.records + 1);
+    }
+    text += "}\n";
   }
   if (plan.edit) plan.edit(rank, text);
   return text;
@@ -131,6 +139,9 @@ TEST_CASE("byte stage: every diff fixture and minitrain pair, and each run again
     pairs.emplace_back(kTestdata + "/minitrain/" + job + "-a", kTestdata + "/minitrain/" + job + "-b");
   }
   REQUIRE(pairs.size() > 20);
+  // minitrain writes step_seconds and record_seconds each step, different in
+  // each run: every step of both ranks is still skipped.
+  CHECK(shared_steps(kTestdata + "/minitrain/same-a", kTestdata + "/minitrain/same-b") == 2 * 3);
   for (const auto& [a, b] : pairs) {
     same_answer(a, b);
     same_answer(b, a);
@@ -139,7 +150,7 @@ TEST_CASE("byte stage: every diff fixture and minitrain pair, and each run again
   }
 }
 
-TEST_CASE("byte stage: identical generated runs are skipped whole, and timing records end nothing they share") {
+TEST_CASE("byte stage: identical generated runs are skipped whole, and so are runs whose timing values differ") {
   TempDir dir;
   Plan plan;
   const std::string a = write_run(dir, "a", plan);
@@ -149,11 +160,62 @@ TEST_CASE("byte stage: identical generated runs are skipped whole, and timing re
   CHECK(shared_steps(a, b) == 2 * plan.steps);
   same_answer(a, b);
   same_answer(a, b, StepWindow{10, 500});
-  plan.timing_salt = 7;  // another run of the job: every step's timing differs
+  // Another run of the job: every step's timing record differs, in value and
+  // in length, which the diff never compares.
+  plan.timing_salt = 7;
+  plan.timing_value = "0.123456";
   const std::string c = write_run(dir, "c", plan);
-  CHECK(shared_steps(a, c) == 0);
+  CHECK(shared_steps(a, c) == 2 * plan.steps);
   same_answer(a, c);
+  same_answer(c, a);
+  same_answer(a, c, StepWindow{10, 500});
   CHECK(answer(a, c, false).find("\"first\": null") != std::string::npos);
+}
+
+TEST_CASE("byte stage: after timing records that differ, a compared difference is found where the full read finds it") {
+  TempDir dir;
+  Plan plan;
+  const std::string a = write_run(dir, "a", plan);
+  Plan other = plan;
+  other.timing_salt = 3;
+  other.timing_value = "0.25";
+  other.edit = [](int rank, std::string& text) {
+    if (rank == 1) change_hash_at(text, text.find("{\"step\":700,\"rank\":1,\"seq\":3,"));
+  };
+  const std::string b = write_run(dir, "b", other);
+  CHECK(shared_steps(a, b) == plan.steps + 700);
+  same_answer(a, b);
+  same_answer(b, a);
+  const std::string report = answer(a, b, false);
+  INFO(report);
+  CHECK(report.find("rank1.jsonl:" + std::to_string(2 + 700 * (plan.records + 2) + 3)) != std::string::npos);
+}
+
+TEST_CASE("byte stage: a timing record whose identity differs ends the prefix") {
+  TempDir dir;
+  Plan plan;
+  plan.steps = 100;
+  const std::string a = write_run(dir, "a", plan);
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"\"name\":\"step_seconds\"", "\"name\":\"step_secondz\""},
+      {",\"seq\":20,\"scope\":\"step\"", ",\"seq\":21,\"scope\":\"step\""},
+      {"\"io\":\"timing\"", "\"io\":\"other\""},
+  };
+  for (std::size_t k = 0; k < changes.size(); ++k) {
+    Plan other = plan;
+    other.timing_salt = 5;
+    other.edit = [&](int rank, std::string& text) {
+      if (rank != 0) return;
+      const std::size_t at = text.find(changes[k].first, text.find("{\"step\":40,"));
+      text.replace(at, changes[k].first.size(), changes[k].second);
+    };
+    const std::string b = write_run(dir, "b" + std::to_string(k), other);
+    INFO(changes[k].second);
+    // Rank 0 up to step 40's, rank 1 whole (its timing values alone differ).
+    CHECK(shared_steps(a, b) == 40 + plan.steps);
+    same_answer(a, b);
+    same_answer(b, a);
+  }
 }
 
 TEST_CASE("byte stage: a difference at a block's end or just before it") {
@@ -254,4 +316,37 @@ TEST_CASE("byte stage: a rank in two files, and steps out of order after a share
   same_answer(c, d);
   same_answer(a, c);
   same_answer(c, a);
+}
+
+TEST_CASE("byte stage: end records with a chain and a line number, and ones the parser refuses") {
+  TempDir dir;
+  Plan plan;
+  plan.steps = 60;
+  plan.chain_and_line = true;
+  const std::string a = write_run(dir, "a", plan);
+  plan.timing_salt = 9;
+  const std::string b = write_run(dir, "b", plan);
+  CHECK(shared_steps(a, b) == 2 * plan.steps);
+  same_answer(a, b);
+  // Step 30's end record of rank 0, made bad the same way in both runs (a
+  // line number before the header's end, a leading zero, a chain digit not
+  // hex): the stage must not vouch for it, and the error is the full read's.
+  const std::vector<std::function<void(std::string&, std::size_t)>> breaks = {
+      [](std::string& t, std::size_t at) { t.replace(at + 8, t.find('}', at) - at - 8, "1"); },
+      [](std::string& t, std::size_t at) { t.insert(at + 8, "0"); },
+      [](std::string& t, std::size_t at) { t[t.rfind("\"chain\":\"", at) + 9] = 'g'; },
+  };
+  for (std::size_t k = 0; k < breaks.size(); ++k) {
+    Plan bad = plan;
+    bad.edit = [&](int rank, std::string& text) {
+      if (rank == 0) breaks[k](text, text.find(",\"line\":", text.find("{\"step\":30,\"rank\":0,\"end\"")));
+    };
+    const std::string c = write_run(dir, "c" + std::to_string(k), bad);
+    bad.timing_salt = 11;
+    const std::string d = write_run(dir, "d" + std::to_string(k), bad);
+    INFO(k);
+    CHECK(shared_steps(c, d) == 30 + plan.steps);
+    same_answer(c, d);
+    CHECK(answer(c, d, false).rfind("error: ", 0) == 0);
+  }
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -71,14 +72,16 @@ class Block {
   bool eof_ = false;
 };
 
-// How many leading bytes the two blocks share, knowing the first `from` are
-// shared: memcmp over pages, then the differing page byte by byte.
-std::size_t shared_length(const Block& a, const Block& b, std::size_t from) {
+// How many bytes the two blocks share from a's `pa` and b's `pb` on: memcmp
+// over pages, then the differing page byte by byte.
+std::size_t shared_length(const Block& a, std::size_t pa, const Block& b, std::size_t pb) {
   constexpr std::size_t kPage = 4096;
-  const std::size_t n = std::min(a.size(), b.size());
-  std::size_t i = from;
-  while (i + kPage <= n && std::memcmp(a.data() + i, b.data() + i, kPage) == 0) i += kPage;
-  while (i < n && a.data()[i] == b.data()[i]) ++i;
+  const std::size_t n = std::min(a.size() - pa, b.size() - pb);
+  const char* x = a.data() + pa;
+  const char* y = b.data() + pb;
+  std::size_t i = 0;
+  while (i + kPage <= n && std::memcmp(x + i, y + i, kPage) == 0) i += kPage;
+  while (i < n && x[i] == y[i]) ++i;
   return i;
 }
 
@@ -117,6 +120,20 @@ class StepChecker {
       in_step_ = false;
     }
     return parsed(line);
+  }
+
+  // Two lines that differ only where the diff looks at neither: records of
+  // one identity whose io is not compared (timing, other), so that just their
+  // value and digest differ (align.cpp skips such records). Both are read by
+  // the parser, as neither side's bytes vouch for the other's.
+  Line check_uncompared(std::string_view a, std::string_view b) {
+    if (!braced(a) || !braced(b)) return Line::refused;
+    parser_.parse(b, intern_, other_);
+    if (other_.kind != log::LineKind::record) return Line::refused;
+    parser_.parse(a, intern_, parsed_);
+    if (parsed_.kind != log::LineKind::record || parsed_.rank != other_.rank) return Line::refused;
+    if (log::is_compared(parsed_.record.io) || !same_identity(parsed_.record, other_.record)) return Line::refused;
+    return accept(parsed_.record, a);
   }
 
   std::int32_t rank() const { return static_cast<std::int32_t>(rank_); }
@@ -168,14 +185,29 @@ class StepChecker {
     return true;
   }
 
-  // The step's end record counting the records read, without a chain.
+  // The step's end record counting the records read, in the writer's layout
+  // (append_end_line): optionally a chain, then optionally its line number.
   bool canonical_end(std::string_view line) const {
     if (!starts_with(line, end_prefix_)) return false;
-    char digits[24];
-    const auto [stop, error] = std::to_chars(digits, digits + sizeof digits, step_records_);
-    const auto n = static_cast<std::size_t>(stop - digits);
-    return error == std::errc() && line.size() == end_prefix_.size() + n + 1 &&
-           std::memcmp(line.data() + end_prefix_.size(), digits, n) == 0 && line.back() == '}';
+    const char* p = line.data() + end_prefix_.size();
+    const char* const end = line.data() + line.size();
+    std::uint64_t count = 0;
+    p = take_digits(p, end, count);
+    if (p == nullptr || count != static_cast<std::uint64_t>(step_records_)) return false;
+    constexpr std::string_view kChain = ",\"chain\":\"";
+    if (end - p >= static_cast<std::ptrdiff_t>(kChain.size() + 17) && std::memcmp(p, kChain.data(), kChain.size()) == 0) {
+      log::Digest digest;
+      p += kChain.size();
+      if (!log::parse_digest(std::string_view(p, 16), digest) || p[16] != '"') return false;
+      p += 17;
+    }
+    constexpr std::string_view kLine = ",\"line\":";
+    if (static_cast<std::size_t>(end - p) > kLine.size() && std::memcmp(p, kLine.data(), kLine.size()) == 0) {
+      std::uint64_t number = 0;
+      p = take_digits(p + kLine.size(), end, number);
+      if (p == nullptr || number < 2) return false;  // the parser's bound: after the header
+    }
+    return end - p == 1 && *p == '}';
   }
 
   void start_step(std::int64_t step, std::int64_t rank) {
@@ -214,17 +246,31 @@ class StepChecker {
     return true;
   }
 
+  // Blank lines, CRLF ends and the like are the reader's business.
+  static bool braced(std::string_view line) { return !line.empty() && line.front() == '{' && line.back() == '}'; }
+
+  // Everything but the value and digest, which the diff ignores in records
+  // it does not compare.
+  static bool same_identity(const log::Record& x, const log::Record& y) {
+    return x.step == y.step && x.seq == y.seq && x.rank == y.rank && x.io == y.io && x.io_text == y.io_text &&
+           x.scalar == y.scalar && x.has_shape == y.has_shape && x.has_value == y.has_value && x.scope == y.scope &&
+           x.op == y.op && x.name == y.name && x.dtype == y.dtype && std::ranges::equal(x.shape, y.shape);
+  }
+
   // Any other line, read by the parser that defines what lines mean.
   Line parsed(std::string_view line) {
-    // Blank lines, CRLF ends and the like: the reader's business.
-    if (line.empty() || line.front() != '{' || line.back() != '}') return Line::refused;
+    if (!braced(line)) return Line::refused;
     parser_.parse(line, intern_, parsed_);
     if (parsed_.kind == log::LineKind::end) {
       if (!fits(parsed_.step, parsed_.rank) || parsed_.count != step_records_) return Line::refused;
       return end_step();
     }
     if (parsed_.kind != log::LineKind::record) return Line::refused;
-    const log::Record& r = parsed_.record;
+    return accept(parsed_.record, line);
+  }
+
+  // A record the parser read from `line`, if it may come next.
+  Line accept(const log::Record& r, std::string_view line) {
     if (!fits(r.step, parsed_.rank)) return Line::refused;
     ++step_records_;
     step_compared_ += log::is_compared(r.io) ? 1 : 0;
@@ -254,7 +300,7 @@ class StepChecker {
   StepWindow window_;
   log::LineParser parser_;
   log::Intern intern_;
-  log::ParsedLine parsed_;
+  log::ParsedLine parsed_, other_;
   std::vector<Template> templates_;
   std::uint64_t learned_ = 0;
   bool in_step_ = false, have_step_ = false;
@@ -276,30 +322,49 @@ std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size, 
   Block a, b;
   if (!a.open(pair.path_a, pair.start_a.offset) || !b.open(pair.path_b, pair.start_b.offset)) return std::nullopt;
   StepChecker checker(world_size, window);
-  std::uint64_t before = 0;  // bytes of the file pair dropped from the blocks' front
+  std::uint64_t before_a = 0, before_b = 0;  // bytes of each file dropped from its block's front
   std::uint64_t lines = 0;
-  std::uint64_t prefix_bytes = 0, prefix_lines = 0;  // up to the last step's end
-  std::size_t pos = 0;
-  std::size_t shared = shared_length(a, b, 0);
+  std::uint64_t prefix_a = 0, prefix_b = 0, prefix_lines = 0;  // up to the last step's end
+  // The files' offsets part where the two lines of an uncompared record differ
+  // in length: a position in each block, and the bytes shared from there.
+  std::size_t pa = 0, pb = 0;
+  std::size_t same = shared_length(a, 0, b, 0);
   while (true) {
-    const auto* newline = static_cast<const char*>(std::memchr(a.data() + pos, '\n', shared - pos));
-    if (newline == nullptr) {
-      // The next line is not shared in full yet: read on only while both
-      // blocks are the same to their ends and neither file has ended.
-      if (shared < a.size() || shared < b.size() || a.eof() || b.eof() || pos == 0) break;
-      before += pos;
-      if (!a.refill(pos) || !b.refill(pos)) break;
-      shared = shared_length(a, b, shared - pos);
-      pos = 0;
-      continue;
+    const auto* newline = static_cast<const char*>(std::memchr(a.data() + pa, '\n', same));
+    StepChecker::Line what = StepChecker::Line::refused;
+    if (newline != nullptr) {
+      const std::string_view line(a.data() + pa, static_cast<std::size_t>(newline - (a.data() + pa)));
+      pa += line.size() + 1;
+      pb += line.size() + 1;
+      same -= line.size() + 1;
+      what = checker.check(line);
+    } else {
+      // The next line differs, or runs on past a block's end.
+      const bool at_end = pa + same == a.size() || pb + same == b.size();
+      const auto* end_a = at_end ? nullptr : static_cast<const char*>(std::memchr(a.data() + pa, '\n', a.size() - pa));
+      const auto* end_b = at_end ? nullptr : static_cast<const char*>(std::memchr(b.data() + pb, '\n', b.size() - pb));
+      if (end_a == nullptr || end_b == nullptr) {
+        // Read on unless the line is a whole block long or both files ended.
+        if ((pa == 0 && pb == 0) || (a.eof() && b.eof())) break;
+        before_a += pa;
+        before_b += pb;
+        if (!a.refill(pa) || !b.refill(pb)) break;
+        pa = pb = 0;
+        same = shared_length(a, 0, b, 0);
+        continue;
+      }
+      const std::string_view line_a(a.data() + pa, static_cast<std::size_t>(end_a - (a.data() + pa)));
+      const std::string_view line_b(b.data() + pb, static_cast<std::size_t>(end_b - (b.data() + pb)));
+      pa += line_a.size() + 1;
+      pb += line_b.size() + 1;
+      what = checker.check_uncompared(line_a, line_b);
+      if (what != StepChecker::Line::refused) same = shared_length(a, pa, b, pb);
     }
-    const std::string_view line(a.data() + pos, static_cast<std::size_t>(newline - (a.data() + pos)));
-    pos += line.size() + 1;
     ++lines;
-    const auto what = checker.check(line);
     if (what == StepChecker::Line::refused) break;
     if (what == StepChecker::Line::step_end) {
-      prefix_bytes = before + pos;
+      prefix_a = before_a + pa;
+      prefix_b = before_b + pb;
       prefix_lines = lines;
     }
   }
@@ -308,8 +373,8 @@ std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size, 
   prefix.file_a = pair.file_a;
   prefix.file_b = pair.file_b;
   prefix.rank = checker.rank();
-  prefix.end_a = {pair.start_a.offset + prefix_bytes, pair.start_a.line + prefix_lines};
-  prefix.end_b = {pair.start_b.offset + prefix_bytes, pair.start_b.line + prefix_lines};
+  prefix.end_a = {pair.start_a.offset + prefix_a, pair.start_a.line + prefix_lines};
+  prefix.end_b = {pair.start_b.offset + prefix_b, pair.start_b.line + prefix_lines};
   prefix.steps = checker.steps();
   prefix.in_window = checker.in_window();
   prefix.records = checker.records();

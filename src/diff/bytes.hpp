@@ -18,9 +18,11 @@
 // counts them as compared (their records of a compared io) and reads each
 // file from the end of its prefix (RunReader::skip_prefix). The prefix ends
 // at the last step boundary before the first differing byte, or before the
-// first line it cannot vouch for; everything after is read as before. A
-// timing record (whose values differ between runs and are never compared)
-// ends the prefix like any other difference.
+// first line it cannot vouch for; everything after is read as before. One
+// difference does not end it: two records of one identity whose io the diff
+// never compares (timing: a step's wall-clock seconds differ in every run)
+// may differ in value and digest, and so in length; both lines are then read
+// by the parser, and each file's scan goes on from its own offset.
 #pragma once
 
 #include <cstdint>
