@@ -6,6 +6,10 @@
 #   layer  1,400 steps of 289 records (a layer-level run: the cost per byte)
 #   small  24,000 steps of 18 records (a long step-level run: a loss and a few
 #          layers; the cost per step)
+#   timing the small shape with a step_seconds timing record in each step whose
+#          value differs between a and b (as in two real runs of one job);
+#          cmp stops at the first such record, so its time there is no
+#          baseline: compare with the small shape's cmp (same bytes)
 # For each shape: two identical runs plus a third with one divergence late in
 # the run; page cache warmed; then, alternating in one go, `cmp` over the eight
 # file pairs and `dtrace diff`. Reports medians, the ratio dtrace/cmp (target
@@ -14,7 +18,7 @@
 # a plain Python json.loads pass over the layer runs, for context.
 #
 #   tools/bench/diff.sh [BUILD_DIR] [REPEATS]      (defaults: build-release, 5)
-#   SHAPES="layer small" STEPS=1400 SMALL_STEPS=24000 WORK=/tmp/dtrace-bench-diff
+#   SHAPES="layer small timing" STEPS=1400 SMALL_STEPS=24000 WORK=/tmp/dtrace-bench-diff
 set -euo pipefail
 build=${1:-build-release}
 . "$(dirname "$0")/release.sh"
@@ -36,9 +40,12 @@ bench() {
   mkdir -p "$dir"
   if [ ! -f "$dir/.done" ]; then
     rm -rf "$dir"/a "$dir"/b "$dir"/c
-    "$make_run" "$dir/a" --ranks 8 --steps "$steps" "$@"
-    "$make_run" "$dir/b" --ranks 8 --steps "$steps" "$@"
-    "$make_run" "$dir/c" --ranks 8 --steps "$steps" "$@" --diverge $((steps - 100)):5:"$div_seq"
+    # Timing records (shape timing): run a gets one salt, b and c another.
+    local salt_a=() salt_b=()
+    [ "$shape" = timing ] && salt_a=(--timing 1) && salt_b=(--timing 2)
+    "$make_run" "$dir/a" --ranks 8 --steps "$steps" "$@" "${salt_a[@]}"
+    "$make_run" "$dir/b" --ranks 8 --steps "$steps" "$@" "${salt_b[@]}"
+    "$make_run" "$dir/c" --ranks 8 --steps "$steps" "$@" "${salt_b[@]}" --diverge $((steps - 100)):5:"$div_seq"
     touch "$dir/.done"
   fi
   cat "$dir"/a/* "$dir"/b/* >/dev/null  # page cache warm
@@ -94,7 +101,8 @@ for shape in $shapes; do
   case $shape in
     layer) bench layer "${STEPS:-1400}" 200 ;;
     small) bench small "${SMALL_STEPS:-24000}" 10 --records 18 ;;
-    *) echo "diff.sh: unknown shape $shape (layer, small)" >&2; exit 2 ;;
+    timing) bench timing "${SMALL_STEPS:-24000}" 10 --records 18 ;;
+    *) echo "diff.sh: unknown shape $shape (layer, small, timing)" >&2; exit 2 ;;
   esac
 done
 echo "$(date -u +%FT%TZ) $(uptime)"

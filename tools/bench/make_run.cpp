@@ -7,9 +7,11 @@
 // shape of a long step-level run (many small steps: per-step cost dominates).
 // --chain writes each step's chained digest and the end record's own line
 // number in its end record (dtrace-fp(5)), as the recorder does, so that
-// `dtrace diff` can search instead of stream.
+// `dtrace diff` can search instead of stream. --timing SALT adds a step_seconds
+// timing record to each step, its value set by SALT (two salts: two runs of
+// one job, which differ there only).
 //
-//   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ] [--chain]
+//   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT]
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -35,7 +37,7 @@ long arg_value(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ] [--chain]\n");
+    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT]\n");
     return 2;
   }
   std::string dir = argv[1];
@@ -43,12 +45,14 @@ int main(int argc, char** argv) {
   long records = 0;  // 0: every layer record
   long div_step = -1, div_rank = -1, div_seq = -1;
   bool chain = false;
+  long timing = -1;  // -1: no timing record; else the run's salt for its step_seconds values
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ranks")) ranks = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--steps")) steps = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--layers")) layers = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--records")) records = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--chain")) chain = true;
+    else if (!std::strcmp(argv[i], "--timing")) timing = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--diverge") && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%ld:%ld:%ld", &div_step, &div_rank, &div_seq) != 3) return 2;
     } else {
@@ -127,6 +131,21 @@ int main(int argc, char** argv) {
       loss.value = 1.2345;
       loss.has_value = true;
       writer->record(loss);
+      if (timing >= 0) {
+        // A wall-clock step time, as minitrain writes it: another value (and
+        // often length) in each run with another salt, never compared.
+        dtrace::log::Record t = loss;
+        t.seq = seq++;
+        t.op = "time";
+        t.io = dtrace::log::Io::timing;
+        t.name = "step_seconds";
+        t.dtype = "f64";
+        t.value = 0.5 + 1e-6 * static_cast<double>((timing * 7919 + s * 104729 + r) % 100000);
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, &t.value, sizeof bits);
+        t.digest = dtrace::log::Digest::from_u64(bits);
+        writer->record(t);
+      }
       if (chain) {
         chainer.add(loss);
         previous = chainer.finish();
