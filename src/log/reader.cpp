@@ -225,7 +225,9 @@ struct StepKey {
 
 struct StepKeyHash {
   std::size_t operator()(const StepKey& k) const {
-    return std::hash<std::int64_t>{}(k.step * 1000003 + k.rank);
+    // Unsigned arithmetic: wraps instead of overflowing at steps near INT64_MAX.
+    return std::hash<std::uint64_t>{}(static_cast<std::uint64_t>(k.step) * 1000003u +
+                                      static_cast<std::uint32_t>(k.rank));
   }
 };
 
