@@ -189,6 +189,41 @@ TEST_CASE("logs mixing steps with and without chains: absent is no violation, ch
   CHECK(chain_mismatches(certify(dir / "run")) == 1);
 }
 
+TEST_CASE("a step without a chain between chained steps is a chain-gap, once per gap") {
+  TempDir dir;
+  record_run(dir / "run", 6);
+  const std::string file = dir / "run/rank0.jsonl";
+  auto lines = lines_of(file);
+  // Steps 2 and 3 lose their chains (end records on lines 10 and 13); step 4,
+  // chained to step 3's end record, then starts anew at 0, as dtrace-fp(5)
+  // says: equal chains from step 4 on would say nothing of steps 2 and 3.
+  {
+    // The steps' strings belong to the reader: chains are computed while it lives.
+    auto reader = dtrace::log::RunReader::open(dir / "run");
+    REQUIRE(reader.ok());
+    std::uint64_t previous = 0;
+    for (std::size_t s = 0; s < 6; ++s) {
+      auto step = (*reader)->next();
+      REQUIRE((step.ok() && *step));
+      const std::string logged = dtrace::log::chain_hex(*(**step).chain);
+      if (s == 2 || s == 3) edit_line(lines, 3 * s + 3, ",\"chain\":\"" + logged + "\"", "");
+      if (s >= 4) {
+        previous = dtrace::log::step_chain(previous, **step);
+        edit_line(lines, 3 * s + 3, logged, dtrace::log::chain_hex(previous));
+      }
+    }
+  }
+  write_lines(file, lines);
+  const auto c = certify(dir / "run");
+  CHECK(chain_mismatches(c) == 0);
+  CHECK(c.counts[static_cast<std::size_t>(ViolationKind::chain_gap)] == 1);
+  REQUIRE(c.violations.size() == 1);
+  CHECK(c.violations[0].step == 2);
+  CHECK(c.violations[0].rank == 0);
+  CHECK_THAT(c.violations[0].message, Catch::Contains("carries no chain, after chained steps"));
+  CHECK_THAT(c.violations[0].location, Catch::Contains("rank0.jsonl:8"));
+}
+
 TEST_CASE("the chain field reads alike on the fast path and the full parser; bad ones are errors") {
   TempDir dir;
   record_run(dir / "run", 2);

@@ -250,6 +250,31 @@ void check_line(const Step& step, const RunReader& reader, Collector& collector)
                      std::to_string(*step.logged_line) + ", it is line " + std::to_string(step.end_line)});
 }
 
+// A step without a chain after chained steps of its rank: the chains after it
+// start anew at 0 (dtrace-fp(5)) and vouch for nothing before it, so a diff
+// that searches chains would not see a difference there. Reported once per
+// gap, at its first step; steps before a rank's first chain (a log begun by
+// an older recorder) are no gap: the search sees that a first step has none.
+struct ChainGaps {
+  std::map<std::int32_t, bool> chained;  // per rank: a chained step seen, and no gap open since
+  void check(const Step& step, const RunReader& reader, Collector& collector) {
+    if (step.declared_count < 0) return;  // no end record: incomplete, reported as such
+    bool& open = chained[step.rank];
+    if (step.chain) {
+      open = true;
+      return;
+    }
+    if (!open) return;
+    open = false;
+    const Record* first = step.records.empty() ? nullptr : &step.records.front();
+    collector.add({ViolationKind::chain_gap, step.rank, step.step,
+                   first != nullptr ? reader.location(*first) : std::string(),
+                   rank_step(step.rank, step.step) +
+                       ": end record carries no chain, after chained steps: the chains after it start anew "
+                       "and vouch for nothing before it (a diff that searches chains cannot see it)"});
+  }
+};
+
 // Ranks 0..world_size-1 without a single line. world_size comes from a header
 // and may be large, so the walk stops listing (but not counting) early.
 void check_ranks(const std::map<std::int32_t, IntervalSet>& rank_steps, std::int64_t world_size,
@@ -305,6 +330,7 @@ std::string_view violation_name(ViolationKind kind) {
     case ViolationKind::unknown_hash: return "unknown-hash";
     case ViolationKind::chain_mismatch: return "chain-mismatch";
     case ViolationKind::line_mismatch: return "line-mismatch";
+    case ViolationKind::chain_gap: return "chain-gap";
   }
   return "unknown";
 }
@@ -337,6 +363,7 @@ Result<Certification> certify_run(const std::string& path) {
 
   std::map<std::int32_t, IntervalSet> rank_steps;
   ChainVerifier chains;
+  ChainGaps gaps;
   while (true) {
     auto next = reader.next();
     if (!next) return next.error();
@@ -349,6 +376,7 @@ Result<Certification> certify_run(const std::string& path) {
     check_status(step, reader, collector);
     check_chain(step, chains.verify(step), reader, collector);
     check_line(step, reader, collector);
+    gaps.check(step, reader, collector);
   }
   out.ranks_present = static_cast<std::int64_t>(rank_steps.size());
   check_ranks(rank_steps, out.world_size, path, collector);

@@ -34,8 +34,9 @@ enum class ViolationKind : std::uint8_t {
   unknown_hash,        // a hash algorithm this dtrace cannot recompute
   chain_mismatch,      // an end record's chain that its records do not give (dtrace-fp(5))
   line_mismatch,       // an end record's `line` that is not the line it is on (dtrace-fp(5))
+  chain_gap,           // a step without a chain after chained steps of its rank (dtrace-fp(5))
 };
-inline constexpr std::size_t kViolationKinds = 11;
+inline constexpr std::size_t kViolationKinds = 12;
 
 // Stable, hyphenated names used in reports and JSON ("rank-absent", ...).
 std::string_view violation_name(ViolationKind kind);
