@@ -9,9 +9,15 @@
 // number in its end record (dtrace-fp(5)), as the recorder does, so that
 // `dtrace diff` can search instead of stream. --timing SALT adds a step_seconds
 // timing record to each step, its value set by SALT (two salts: two runs of
-// one job, which differ there only).
+// one job, which differ there only). --only FIRST:LAST writes the files of
+// ranks FIRST to LAST alone (the others' are left to another invocation):
+// each rank file depends only on the arguments and its rank, so a large run
+// is written by several processes at once, and the files two runs share
+// byte for byte can be copied instead of written twice (tools/bench/search.sh).
 //
 //   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT]
+//            [--only FIRST:LAST]
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -37,7 +43,7 @@ long arg_value(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT]\n");
+    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT] [--only FIRST:LAST]\n");
     return 2;
   }
   std::string dir = argv[1];
@@ -46,6 +52,7 @@ int main(int argc, char** argv) {
   long div_step = -1, div_rank = -1, div_seq = -1;
   bool chain = false;
   long timing = -1;  // -1: no timing record; else the run's salt for its step_seconds values
+  long only_first = 0, only_last = -1;  // --only: the ranks whose files are written (-1: to the last)
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ranks")) ranks = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--steps")) steps = arg_value(i, argc, argv);
@@ -55,6 +62,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--timing")) timing = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--diverge") && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%ld:%ld:%ld", &div_step, &div_rank, &div_seq) != 3) return 2;
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%ld:%ld", &only_first, &only_last) != 2 || only_first < 0 || only_last < only_first) {
+        std::fprintf(stderr, "make_run: --only needs FIRST:LAST, 0 <= FIRST <= LAST\n");
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "make_run: unknown argument %s\n", argv[i]);
       return 2;
@@ -64,7 +76,8 @@ int main(int argc, char** argv) {
   const char* sublayers[] = {"attn", "mlp"};
   const char* phases[] = {"fwd", "bwd"};
   const std::vector<std::int64_t> shape = {8, 1024, 4096};
-  for (long r = 0; r < ranks; ++r) {
+  const long last_rank = only_last < 0 ? ranks - 1 : std::min(only_last, ranks - 1);
+  for (long r = only_first; r <= last_rank; ++r) {
     auto writer = dtrace::log::Writer::create(dir + "/rank" + std::to_string(r) + ".jsonl");
     if (!writer) {
       std::fprintf(stderr, "make_run: %s\n", writer.error().message.c_str());
@@ -110,6 +123,9 @@ int main(int argc, char** argv) {
         for (long l = 0; l < layers; ++l) {
           const long layer = std::strcmp(phase, "bwd") == 0 ? layers - 1 - l : l;
           for (const char* sub : sublayers) {
+            // --records: past the kept records nothing is written, so no scope is built
+            // (at step level that was most of the generator's time).
+            if (records > 0 && seq >= records - 1) break;
             scope = std::string(phase) + "/layer." + std::to_string(layer) + "/" + sub;
             emit(scope, sub, dtrace::log::Io::in, "x");
             emit(scope, sub, dtrace::log::Io::in, "weight");
