@@ -165,9 +165,11 @@ bool has_note(const Report& report, const std::string& text) {
 }
 
 // A run of `ranks` ranks and `steps` steps, two records a step; `differ` (rank,
-// step) gets another output hash from that step on, when given.
+// step) gets another output hash from that step on, when given (at that step
+// alone with `once`).
 std::string make_run(const TempDir& dir, const std::string& name, int ranks, int steps,
-                     std::optional<std::pair<int, int>> differ = std::nullopt, int first_step = 0) {
+                     std::optional<std::pair<int, int>> differ = std::nullopt, int first_step = 0,
+                     bool once = false) {
   const fs::path raw = dir.path() / ("raw-" + name);
   fs::create_directories(raw);
   for (int r = 0; r < ranks; ++r) {
@@ -175,7 +177,7 @@ std::string make_run(const TempDir& dir, const std::string& name, int ranks, int
     o << R"({"dtrace":"fp/1","run":")" << name << R"(","world_size":)" << ranks
       << R"(,"hash":"xxh3-64k/1","level":"layer"})" << "\n";
     for (int s = first_step; s < steps; ++s) {
-      const bool changed = differ && differ->first == r && s >= differ->second;
+      const bool changed = differ && differ->first == r && (once ? s == differ->second : s >= differ->second);
       char hash[17];
       std::snprintf(hash, sizeof hash, "%016x", (s * 131 + r) * 2 + (changed ? 1 : 0));
       o << R"({"step":)" << s << R"(,"rank":)" << r
@@ -295,8 +297,13 @@ TEST_CASE("line numbers that do not agree with the lines are not trusted: read i
   write_text(file.string(), text);
   const Both both = diff_both(a, b);
   require_same(both, "lines off by one");
-  REQUIRE_FALSE(both.search->searched);
+  // The search cannot name step 30's records; the stream reads rank 0 from
+  // step 30 on (step 29's line numbers still agree), rank 1 not at all.
+  CHECK(both.search->searched);
   CHECK(has_note(*both.search, "its end record's line number is not the line it is on"));
+  const auto searched = dtrace::diff::search_diff(a, b, {});
+  REQUIRE(searched.prefixes.size() == 2);
+  for (const auto& p : searched.prefixes) CHECK(p.steps.max() == (p.rank == 0 ? 29 : 59));
 }
 
 TEST_CASE("runs without chains are diffed as always, with nothing said about chains", "[search]") {
@@ -330,12 +337,126 @@ TEST_CASE("--steps: a window searched, or read in full when a rank differs befor
     }
     if (lo > 120) {
       // Rank 2 already differs before the window: the chains cannot say where
-      // inside it, so the window is read in full and its first step reported.
-      CHECK_FALSE(both.search->searched);
+      // inside it, so rank 2 is read from step 120 on (the other ranks' chains
+      // agree to the end) and the window's first step reported.
+      CHECK(both.search->searched);
       REQUIRE(both.stream->first);
       CHECK(both.stream->first->step == lo);
       CHECK(has_note(*both.search, "differs before the window"));
     }
     if (hi < 120) CHECK_FALSE(both.search->diverged());
   }
+}
+
+namespace {
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Cuts a rank file after the end record of step `last` (its line number
+// `line`), as a run that crashed there leaves it; `tail`, appended with no
+// newline, is the crash's half-written line.
+void cut_after(const fs::path& file, int line, const std::string& tail = {}) {
+  const std::string text = file_text(file);
+  std::size_t at = 0;
+  for (int n = 0; n < line; ++n) at = text.find('\n', at) + 1;
+  write_text(file.string(), text.substr(0, at) + tail);
+}
+
+}  // namespace
+
+TEST_CASE("a crashed run: each rank is read from where its chains stop agreeing, as streaming reports it", "[search]") {
+  TempDir tmp;
+  // A ran 200 steps; B diverged on rank 1 at step 120 and crashed after step
+  // 150 (rank 2 mid-way through a line of step 151, rank 3 after one record
+  // of it). Lines: header, then three a step: step s ends on line 3s + 4.
+  const std::string a = chained_copy(make_run(tmp, "a", 4, 200), tmp.path() / "a");
+  const std::string b = chained_copy(make_run(tmp, "b", 4, 200, std::pair{1, 120}), tmp.path() / "b");
+  for (int r = 0; r < 4; ++r) {
+    const fs::path file = fs::path(b) / ("rank" + std::to_string(r) + ".jsonl");
+    const int end_of_150 = 3 * 150 + 4;
+    if (r == 2) {
+      cut_after(file, end_of_150, R"({"step":151,"rank":2,"seq":0,"scope":"fwd/la)");
+    } else if (r == 3) {
+      cut_after(file, end_of_150 + 1);
+    } else {
+      cut_after(file, end_of_150);
+    }
+  }
+  const Both both = diff_both(a, b);
+  require_same(both, "crashed");
+  REQUIRE(both.search.ok());
+  CHECK(both.search->searched);
+  CHECK(has_note(*both.search, "then read record by record from where each rank's chains stop vouching"));
+  CHECK(has_note(*both.search, "steps on 4 ranks known equal by their chains"));
+  // What streaming gives for free still holds: the cut line, the unfinished
+  // step, the steps only A holds, the divergence.
+  CHECK(has_note(*both.search, "last line cut short"));
+  CHECK(has_note(*both.search, "only in run A, not compared"));
+  CHECK(has_note(*both.search, "incomplete in run B"));
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->rank == 1);
+  CHECK(both.search->first->step == 120);
+  // Only what follows each rank's last agreeing chain is read: rank 1 from
+  // step 120, the others from step 151 (A's tail of one-sided steps).
+  const auto searched = dtrace::diff::search_diff(a, b, {});
+  REQUIRE_FALSE(searched.report);
+  REQUIRE(searched.prefixes.size() == 4);
+  for (const auto& p : searched.prefixes) {
+    INFO("rank " << p.rank);
+    CHECK(p.by_chains);
+    CHECK(p.steps.min() == 0);
+    CHECK(p.steps.max() == (p.rank == 1 ? 119 : 150));
+  }
+}
+
+TEST_CASE("one rank without chains is read in full, the others' chains vouch for them", "[search]") {
+  TempDir tmp;
+  const std::string a = chained_copy(make_run(tmp, "a", 4, 100), tmp.path() / "a");
+  const std::string raw_b = make_run(tmp, "b", 4, 100, std::pair{0, 70});
+  const std::string b = chained_copy(raw_b, tmp.path() / "b");
+  // Rank 0 of B written without chains (another recorder), and diverged at 70.
+  fs::copy_file(fs::path(raw_b) / "rank0.jsonl", fs::path(b) / "rank0.jsonl", fs::copy_options::overwrite_existing);
+  const Both both = diff_both(a, b);
+  require_same(both, "one rank without chains");
+  REQUIRE(both.search.ok());
+  CHECK(both.search->searched);
+  CHECK(has_note(*both.search, "steps on 3 ranks known equal by their chains"));
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->rank == 0);
+  CHECK(both.search->first->step == 70);
+}
+
+TEST_CASE("a resumed run, whose chains start anew, is read in full", "[search]") {
+  TempDir tmp;
+  // B resumed at step 40: its chains start from 0 there, A's go back to step
+  // 0, so no chain of B's can vouch for a step of A's.
+  const std::string a = chained_copy(make_run(tmp, "a", 2, 100), tmp.path() / "a");
+  const std::string b = chained_copy(make_run(tmp, "b", 2, 100, std::pair{1, 60}, 40), tmp.path() / "b");
+  const Both both = diff_both(a, b);
+  require_same(both, "resumed");
+  REQUIRE(both.search.ok());
+  CHECK_FALSE(both.search->searched);
+  CHECK(has_note(*both.search, "chained digests not searched, both runs read in full"));
+  CHECK(has_note(*both.search, "only in run A, not compared"));
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->step == 60);
+}
+
+TEST_CASE("a difference in steps written before chains began is not hidden by the equal chains after", "[search]") {
+  TempDir tmp;
+  // Steps 0-19 carry no chain; B differs at step 10 alone. The chains from
+  // step 20 on (chained from 0) agree on every rank, and say nothing of
+  // step 10: the search must not call the runs identical.
+  const std::string a = chained_copy(make_run(tmp, "a", 2, 50), tmp.path() / "a", 20);
+  const std::string b = chained_copy(make_run(tmp, "b", 2, 50, std::pair{1, 10}, 0, true), tmp.path() / "b", 20);
+  const Both both = diff_both(a, b);
+  require_same(both, "difference before the chains");
+  REQUIRE(both.search.ok());
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->rank == 1);
+  CHECK(both.search->first->step == 10);
+  CHECK(has_note(*both.search, "carries no chain (its first step"));
 }

@@ -405,9 +405,13 @@ std::vector<FilePair> pair_files(const log::RunReader& a, const log::RunReader& 
 }  // namespace
 
 std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::RunReader& b,
-                                          const StepWindow& window) {
-  const std::vector<FilePair> pairs = pair_files(a, b);
+                                          const StepWindow& window, const std::vector<SharedPrefix>& vouched) {
+  std::vector<FilePair> pairs = pair_files(a, b);
+  std::vector<bool> vouched_a(a.files().size()), vouched_b(b.files().size());
+  for (const SharedPrefix& v : vouched) vouched_a.at(v.file_a) = vouched_b.at(v.file_b) = true;
+  std::erase_if(pairs, [&](const FilePair& p) { return vouched_a[p.file_a] || vouched_b[p.file_b]; });
   std::vector<std::optional<SharedPrefix>> found(pairs.size());
+  for (const SharedPrefix& v : vouched) found.emplace_back(v);
   // Pairs are independent: two threads, as diff's two readers use two cores.
   std::atomic<std::size_t> next{0};
   auto work = [&] {

@@ -34,21 +34,28 @@
 
 namespace dtrace::diff {
 
-// One file pair's shared prefix.
+// One file pair's shared prefix: the same bytes (this stage), or steps both
+// runs' chained step digests vouch for (diff/search.hpp, when the search
+// cannot answer alone).
 struct SharedPrefix {
   std::size_t file_a = 0, file_b = 0;  // indices into each reader's files()
   std::int32_t rank = 0;
   log::RunReader::Position end_a, end_b;  // where each file's reading resumes
   IntervalSet steps;                      // every step of the prefix
   IntervalSet in_window;                  // those inside the diff's step window
-  std::uint64_t records = 0;              // compared records of the steps in the window
+  // Compared records of the steps in the window; 0 for a prefix vouched for
+  // by chains, whose records are not read (the report then counts records read).
+  std::uint64_t records = 0;
+  bool by_chains = false;
 };
 
 // The shared prefixes of two opened runs (before their first next()); pairs
 // without one are left out, and so is every prefix whose rank another
 // prefix has too. Unreadable bytes end a prefix: the streaming diff then
-// reads them and says what is wrong.
+// reads them and says what is wrong. `vouched`: prefixes the chains already
+// vouch for; their files are not scanned, and they are returned as given.
 std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::RunReader& b,
-                                          const StepWindow& window);
+                                          const StepWindow& window,
+                                          const std::vector<SharedPrefix>& vouched = {});
 
 }  // namespace dtrace::diff

@@ -168,6 +168,9 @@ struct Comparison {
   // then only exact while every rank's steps arrive in order and nothing
   // goes wrong (see ReadWithoutSkipping).
   bool skipping = false;
+  // Of those, the ones the chains vouched for (diff/search.hpp): their ranks
+  // and steps.
+  std::int64_t vouched_ranks = 0, vouched_steps = 0;
 };
 
 // Thrown inside the loop when an early decision ("A's step s has no partner")
@@ -304,8 +307,14 @@ Result<void> read_both(Comparison& cmp, bool early_decisions) {
 // Counts the shared prefixes' steps as compared and equal, and has the
 // readers start after them: what reading and comparing them would give, as
 // both runs' steps there are the same bytes.
-void skip_shared_prefixes(Comparison& cmp) {
-  for (const SharedPrefix& p : shared_prefixes(*cmp.a.reader, *cmp.b.reader, cmp.window)) {
+void skip_shared_prefixes(Comparison& cmp, bool by_bytes, const std::vector<SharedPrefix>& vouched) {
+  std::vector<SharedPrefix> prefixes =
+      by_bytes ? shared_prefixes(*cmp.a.reader, *cmp.b.reader, cmp.window, vouched) : vouched;
+  for (const SharedPrefix& p : prefixes) {
+    if (p.by_chains) {
+      ++cmp.vouched_ranks;
+      cmp.vouched_steps += p.steps.size();
+    }
     cmp.a.reader->skip_prefix(p.file_a, p.end_a, p.rank, p.steps);
     cmp.b.reader->skip_prefix(p.file_b, p.end_b, p.rank, p.steps);
     cmp.skipping = true;
@@ -321,7 +330,8 @@ void skip_shared_prefixes(Comparison& cmp) {
 }
 
 Result<Report> diff_once(const std::string& run_a, const std::string& run_b, const StepWindow& window,
-                         bool early_decisions, bool skip_shared) {
+                         bool early_decisions, bool skip_shared, const std::vector<SharedPrefix>& vouched,
+                         const std::string& why_read) {
   Comparison cmp;
   cmp.window = window;
   cmp.a.name = 'A';
@@ -348,8 +358,9 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, con
   // A finer re-run against a coarser baseline: compare what both levels record.
   const auto order_a = level_order(ha.level), order_b = level_order(hb.level);
   if (order_a && order_b && *order_a != *order_b) cmp.finer = *order_a > *order_b ? 'A' : 'B';
-  // Runs of different levels compare only some records: bytes cannot say.
-  if (skip_shared && cmp.finer == 0) skip_shared_prefixes(cmp);
+  // Runs of different levels compare only some records: bytes cannot say
+  // (nor chains, which the search does not use then).
+  if (cmp.finer == 0 && (skip_shared || !vouched.empty())) skip_shared_prefixes(cmp, skip_shared, vouched);
   cmp.a.prefetch = std::make_unique<log::PrefetchReader>(*cmp.a.reader);
   cmp.b.prefetch = std::make_unique<log::PrefetchReader>(*cmp.b.reader);
   auto read = read_both(cmp, early_decisions);
@@ -361,6 +372,7 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, con
   Report report;
   report.run_a = run_a;
   report.run_b = run_b;
+  report.searched = cmp.vouched_ranks > 0;
   compare_headers(ha, hb, report);
   if (cmp.finer != 0) {
     const char coarser = cmp.finer == 'A' ? 'B' : 'A';
@@ -406,6 +418,14 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, con
     }
     if (!lonely.empty()) report.notes.push_back(rank_list(lonely) + " only in run " + label + ", not compared");
   }
+  if (cmp.vouched_ranks > 0) {
+    report.notes.push_back("searched by chained step digests (dtrace-fp(5)), then read record by record from where "
+                           "each rank's chains stop vouching (" + why_read + "): " +
+                           std::to_string(cmp.vouched_steps) + " steps on " + std::to_string(cmp.vouched_ranks) +
+                           (cmp.vouched_ranks == 1 ? " rank" : " ranks") +
+                           " known equal by their chains, not read; `dtrace check` verifies every chain, "
+                           "`dtrace diff --stream` reads every record");
+  }
 
   if (cmp.steps_compared.empty()) {
     return Error{"runs cannot be compared: " + run_a + " and " + run_b +
@@ -443,16 +463,18 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, con
   return report;
 }
 
+// `vouched`: prefixes the chains vouch for (SearchOutcome::prefixes), skipped
+// like the byte stage's; whatever makes the diff read again drops them too.
 Result<Report> stream_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window,
-                           bool skip_shared) {
+                           bool skip_shared, const std::vector<SharedPrefix>& vouched, const std::string& why) {
   try {
     try {
-      return diff_once(run_a, run_b, window, /*early_decisions=*/true, skip_shared);
+      return diff_once(run_a, run_b, window, /*early_decisions=*/true, skip_shared, vouched, why);
     } catch (const ReadWithoutSkipping&) {
-      return diff_once(run_a, run_b, window, /*early_decisions=*/true, /*skip_shared=*/false);
+      return diff_once(run_a, run_b, window, /*early_decisions=*/true, /*skip_shared=*/false, {}, {});
     }
   } catch (const ReadAgain&) {
-    auto report = diff_once(run_a, run_b, window, /*early_decisions=*/false, /*skip_shared=*/false);
+    auto report = diff_once(run_a, run_b, window, /*early_decisions=*/false, /*skip_shared=*/false, {}, {});
     if (report) report->notes.push_back("steps arrived out of order; both runs were read again holding every step");
     return report;
   }
@@ -462,13 +484,15 @@ Result<Report> stream_diff(const std::string& run_a, const std::string& run_b, c
 
 Result<Report> diff_runs(const std::string& run_a, const std::string& run_b, const DiffOptions& options) {
   std::string fallback;
+  std::vector<SharedPrefix> vouched;
   if (!options.stream) {
     SearchOutcome searched = search_diff(run_a, run_b, options.steps);
     if (searched.report) return std::move(*searched.report);
     fallback = std::move(searched.fallback);
+    vouched = std::move(searched.prefixes);
   }
-  auto report = stream_diff(run_a, run_b, options.steps, !options.read_shared);
-  if (report && !fallback.empty()) {
+  auto report = stream_diff(run_a, run_b, options.steps, !options.read_shared, vouched, fallback);
+  if (report && !fallback.empty() && !report->searched) {
     report->notes.push_back("chained digests not searched, both runs read in full: " + fallback);
   }
   return report;

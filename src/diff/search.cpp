@@ -40,10 +40,12 @@ struct RankSearch {
   std::int32_t rank = 0;
   std::string fallback;  // non-empty: this rank needs the full read, and why
   bool no_chains = false;  // neither run's last step carries a chain
+  bool untrusted = false;  // a chain that does not match its records: no chain is trusted
   std::int64_t first_step = 0, last_step = -1;  // the steps compared
   std::uint64_t records = 0;
   std::int64_t steps_read = 0;
   std::optional<Mismatch> first;
+  std::optional<std::int64_t> differs_at;  // the first step whose chains differ, once found
   std::string collective;  // Classification::collective of the first mismatch
   std::set<std::string> collective_inputs_differing;  // at first->step
   std::uint64_t bytes_read = 0;
@@ -54,6 +56,14 @@ struct RankFiles {
   std::map<std::int32_t, std::string> files;
   std::map<std::int32_t, std::uint32_t> index;  // into RunReader::files()
   std::string problem;
+
+  // Rank `rank`'s file, opened for one use. Each use opens it again rather
+  // than thousands of files staying open between the stages: holding 8,192
+  // files' pages and parsers cost more (memory 4x, time 1.6x at 4,096 ranks,
+  // tools/bench/RESULTS.md) than opening them twice.
+  Result<std::unique_ptr<RankFile>> open(std::int32_t rank, const std::shared_ptr<log::Intern>& intern) const {
+    return RankFile::open(files.at(rank), index.at(rank), intern);
+  }
 };
 
 std::string side_name(char side) { return std::string("run ") + side; }
@@ -70,7 +80,8 @@ Probe probe(RankFile& file, std::int64_t s, std::int32_t rank, char side) {
   Probe p;
   auto at = file.lower_bound(s + 1);
   if (!at) return Probe{{}, {}, at.error().message};
-  auto line = file.line_before(*at);
+  // At the end of the file, the last whole line (a crash may have cut the one after).
+  auto line = *at == file.size() ? file.last_whole_line() : file.line_before(*at);
   if (!line) return Probe{{}, {}, line.error().message};
   if (!*line) return p;
   const SeekLine& l = **line;
@@ -115,6 +126,7 @@ int agree(RankFile& a, RankFile& b, std::int64_t s, std::int32_t rank, std::stri
 // for none). `why` says what cannot be vouched for.
 struct Read {
   Step step;
+  std::uint64_t end = 0;  // where the line after the step starts
   std::uint64_t chain_prev = 0;
   std::string unnumbered;  // non-empty: why its records have no line numbers
 };
@@ -137,6 +149,7 @@ Result<Read> read_at(RankFile& file, std::int64_t s, char side, std::int32_t ran
   auto step = file.read_step(*at, s, line_before);
   if (!step) return step.error();
   out.step = std::move(step->step);
+  out.end = step->end;
   if (!step->numbered) {
     out.unnumbered = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
           (out.step.logged_line && line_before
@@ -146,12 +159,14 @@ Result<Read> read_at(RankFile& file, std::int64_t s, char side, std::int32_t ran
   return out;
 }
 
-// Reads step s of one side and checks that its chain matches its records.
-Result<Step> read_checked(RankFile& file, std::int64_t s, char side, std::int32_t rank, std::string& why) {
+// Reads step s of one side and checks that its chain matches its records
+// (`mismatch` set when it does not: that recorder's chains are not trusted).
+Result<Read> read_checked(RankFile& file, std::int64_t s, char side, std::int32_t rank, std::string& why,
+                          bool& mismatch) {
   auto read = read_at(file, s, side, rank, why);
   if (!read) return read.error();
-  Step& step = read->step;
-  if (!why.empty()) return std::move(step);
+  const Step& step = read->step;
+  if (!why.empty()) return read;
   if (step.status != StepStatus::complete) {
     why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
           " is incomplete or miscounted";
@@ -161,10 +176,11 @@ Result<Step> read_checked(RankFile& file, std::int64_t s, char side, std::int32_
     why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
           ": its chained digest does not match its records (" + file.path() +
           "; dtrace check reports it as chain-mismatch)";
+    mismatch = true;
   } else {
     why = read->unnumbered;
   }
-  return std::move(step);
+  return read;
 }
 
 // A searched record's place, FILE:LINE as the streaming diff names it.
@@ -186,6 +202,107 @@ std::vector<StepRecord> strip_at(RankFile& a, RankFile& b, std::int64_t s) {
   return step_strip(step_a->step, step_b->step, [&](const log::Record& r, char side) {
     return place(side == 'A' ? a : b, r);
   });
+}
+
+// Whether both files' first steps carry a chain: a chain vouches for the
+// steps back to the last one without a chain (chain_prev 0, dtrace-fp(5)), so
+// it says nothing of a log's first steps when they were written without one
+// (a log mixing steps with and without chains). Empty when they do. The first
+// end record is looked for in the first bytes without parsing the records
+// before it (most often in the page the file's first line was read from),
+// else by binary search.
+std::string first_step_chained(RankFile& a, RankFile& b, std::int32_t rank) {
+  constexpr std::uint64_t kScan = 64 * 1024;
+  for (RankFile* f : {&a, &b}) {
+    const char side = f == &a ? 'A' : 'B';
+    auto first = f->first_line();
+    if (!first) return first.error().message;
+    if (!*first) return f->path() + " holds no records";
+    const std::int64_t s = (*first)->step();
+    const std::string at = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s);
+    std::optional<std::uint64_t> chain;
+    if ((*first)->end_record()) {
+      chain = (*first)->parsed.chain;
+    } else {
+      auto end = f->first_end_record((*first)->offset, kScan);
+      if (!end) return end.error().message;
+      if (*end) {
+        if ((*end)->step() != s || (*end)->rank() != rank) return at + " has no end record";
+        chain = (*end)->parsed.chain;
+      } else {
+        const Probe p = probe(*f, s, rank, side);
+        if (!p.anomaly.empty()) return p.anomaly;
+        if (p.step != s) return at + " has no end record";
+        chain = p.chain;
+      }
+    }
+    if (!chain) return at + " carries no chain (its first step: chains cover the steps after the last one without)";
+  }
+  return {};
+}
+
+// The first steps of a rank that both runs' chains vouch for, for the full
+// read to skip (SearchOutcome::prefixes): from the rank's first step, the same
+// in both runs and chained in both, to the last step P at which the chains
+// agree (below `below`, a step whose chains are known to differ). P itself is
+// read on both sides and checked as the search checks a step it compares
+// (complete, its chain its records', its end record's line number counted
+// from the previous one), so that the reader resumes after it at a known line;
+// `mismatch` is set when its chain is not its records'.
+std::optional<SharedPrefix> vouched_prefix(RankFile& a, RankFile& b, std::int32_t rank,
+                                           std::optional<std::int64_t> below, const StepWindow& window,
+                                           std::uint32_t file_a, std::uint32_t file_b, bool& mismatch) {
+  auto first_a = a.first_line(), first_b = b.first_line();
+  if (!first_a || !first_b || !*first_a || !*first_b) return std::nullopt;
+  const std::int64_t s0 = (*first_a)->step();
+  if ((*first_b)->step() != s0 || (*first_a)->rank() != rank || (*first_b)->rank() != rank) return std::nullopt;
+  if (!first_step_chained(a, b, rank).empty()) return std::nullopt;
+  auto last_a = a.last_whole_line(), last_b = b.last_whole_line();
+  if (!last_a || !last_b || !*last_a || !*last_b) return std::nullopt;
+  std::int64_t hi = std::min((*last_a)->step(), (*last_b)->step());
+  if (below) hi = std::min(hi, *below - 1);
+  if (hi < s0) return std::nullopt;
+  // Agreement holds from s0 up to P and not after; an anomaly (a step
+  // without a chain or an end record, a step in one run only) counts as
+  // not agreeing, so P stays before it.
+  std::string why;
+  auto agrees = [&](std::int64_t s) { return agree(a, b, s, rank, why) == 1; };
+  std::int64_t p = s0;
+  if (!agrees(s0)) return std::nullopt;
+  if (agrees(hi)) {
+    p = hi;
+  } else {
+    std::int64_t l = s0, h = hi - 1;  // agrees(l); the answer is in [l, h]
+    while (l < h) {
+      const std::int64_t m = l + (h - l + 1) / 2;
+      if (agrees(m)) {
+        l = m;
+      } else {
+        h = m - 1;
+      }
+    }
+    p = l;
+  }
+  // P as the last step <= p that both runs hold (steps need not be numbered one by one).
+  const Probe at = probe(a, p, rank, 'A');
+  if (!at.step) return std::nullopt;
+  p = *at.step;
+  SharedPrefix prefix;
+  prefix.rank = rank;
+  prefix.file_a = file_a;
+  prefix.file_b = file_b;
+  prefix.by_chains = true;
+  for (RankFile* f : {&a, &b}) {
+    why.clear();
+    auto read = read_checked(*f, p, f == &a ? 'A' : 'B', rank, why, mismatch);
+    if (!read || !why.empty() || !read->step.logged_line || read->step.step != p) return std::nullopt;
+    const log::RunReader::Position end{read->end, static_cast<std::uint64_t>(*read->step.logged_line)};
+    (f == &a ? prefix.end_a : prefix.end_b) = end;
+  }
+  prefix.steps.insert_range(s0, p);
+  const std::int64_t lo = std::max(s0, window.first), top = std::min(p, window.last);
+  if (lo <= top) prefix.in_window.insert_range(lo, top);
+  return prefix;
 }
 
 void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& window) {
@@ -220,6 +337,7 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
     return fail("rank " + std::to_string(rank) + ": run A holds steps " + std::to_string(start_a) + "-" +
                 std::to_string(end_a) + ", run B " + std::to_string(start_b) + "-" + std::to_string(end_b));
   }
+  if (std::string why = first_step_chained(a, b, rank); !why.empty()) return fail(why);
   std::int64_t lo = std::max(start_a, window.first), hi = std::min(end_a, window.last);
   out.first_step = lo;
   out.last_step = hi;
@@ -255,12 +373,15 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
     }
   }
   const std::int64_t s = l;
-  auto step_a = read_checked(a, s, 'A', rank, why);
-  if (!step_a) return fail(step_a.error().message);
+  out.differs_at = s;
+  auto read_a = read_checked(a, s, 'A', rank, why, out.untrusted);
+  if (!read_a) return fail(read_a.error().message);
   if (!why.empty()) return fail(why);
-  auto step_b = read_checked(b, s, 'B', rank, why);
-  if (!step_b) return fail(step_b.error().message);
+  auto read_b = read_checked(b, s, 'B', rank, why, out.untrusted);
+  if (!read_b) return fail(read_b.error().message);
   if (!why.empty()) return fail(why);
+  const Step* step_a = &read_a->step;
+  const Step* step_b = &read_b->step;
   if (step_a->records.empty() && step_b->records.empty() && step_a->step != s) {
     return fail("rank " + std::to_string(rank) + ": step " + std::to_string(s) + " is in one run only");
   }
@@ -278,11 +399,12 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
   out.collective_inputs_differing = result.collective_inputs_differing;
 }
 
-// Runs `work(i)` for i in [0, n) on a few threads: the reads are small and
-// random, which a parallel file system (and the page cache) serves in parallel.
+// Runs `work(i)` for i in [0, n) on threads, more than there are cores: the
+// reads are small and random, each thread mostly waits on one, and a parallel
+// file system (or a disk's queue, or the page cache) serves many at once.
 template <class Work>
 void in_parallel(std::size_t n, Work&& work) {
-  const std::size_t threads = std::min<std::size_t>(n, std::max(4u, 2 * std::thread::hardware_concurrency()));
+  const std::size_t threads = std::min<std::size_t>(n, std::max(16u, 2 * std::thread::hardware_concurrency()));
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> pool;
   for (std::size_t t = 0; t + 1 < threads; ++t) {
@@ -349,9 +471,11 @@ bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> i
 SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window) {
   SearchOutcome outcome;
   auto intern = std::make_shared<log::Intern>();
-  // Headers only: a small read per file, not the streaming reader's read-ahead.
+  // Headers only: a small read per file, not the streaming reader's
+  // read-ahead, and no descriptor kept (the search opens the files itself).
   log::ReadLimits headers_only;
   headers_only.buffer_bytes = 4096;
+  headers_only.descriptors = 1;
   auto ra = log::RunReader::open(run_a, headers_only, intern);
   auto rb = log::RunReader::open(run_b, headers_only, intern);
   if (!ra || !rb) return outcome;  // the streaming diff reports the error
@@ -382,8 +506,8 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
   in_parallel(ranks.size(), [&](std::size_t i) {
     RankSearch& r = results[i];
     r.rank = ranks[i];
-    auto a = RankFile::open(files_a.files[r.rank], files_a.index[r.rank], intern);
-    auto b = RankFile::open(files_b.files[r.rank], files_b.index[r.rank], intern);
+    auto a = files_a.open(r.rank, intern);
+    auto b = files_b.open(r.rank, intern);
     if (!a || !b) {
       r.fallback = !a ? a.error().message : b.error().message;
       return;
@@ -396,10 +520,35 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
   const bool none = std::all_of(results.begin(), results.end(), [](const RankSearch& r) { return r.no_chains; });
   if (none) return outcome;
   for (const RankSearch& r : results) {
-    if (!r.fallback.empty()) {
-      outcome.fallback = r.fallback;
-      return outcome;
+    if (r.fallback.empty()) continue;
+    outcome.fallback = r.fallback;
+    // Some rank needs reading: the full read then starts, on every rank,
+    // where its chains stop vouching (a rank whose first mismatch the search
+    // found is read from that step, so its later steps are compared as the
+    // streaming diff compares them). Unless some chain lied.
+    const bool untrusted =
+        std::any_of(results.begin(), results.end(), [](const RankSearch& x) { return x.untrusted; });
+    if (untrusted) return outcome;
+    std::vector<std::optional<SharedPrefix>> found(results.size());
+    std::atomic<std::uint64_t> bytes{0};
+    std::atomic<bool> lied{false};
+    in_parallel(results.size(), [&](std::size_t i) {
+      const RankSearch& x = results[i];
+      auto a = files_a.open(x.rank, intern);
+      auto b = files_b.open(x.rank, intern);
+      if (!a || !b) return;
+      bool mismatch = false;
+      found[i] = vouched_prefix(**a, **b, x.rank, x.differs_at, window, files_a.index.at(x.rank),
+                                files_b.index.at(x.rank), mismatch);
+      if (mismatch) lied = true;
+      bytes += (*a)->bytes_read() + (*b)->bytes_read();
+    });
+    outcome.bytes_read += bytes;
+    if (lied) return outcome;
+    for (auto& p : found) {
+      if (p) outcome.prefixes.push_back(std::move(*p));
     }
+    return outcome;
   }
 
   Report report;
@@ -413,7 +562,7 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
   std::int64_t steps_read = 0;
   for (const RankSearch& r : results) {
     if (r.first_step > r.last_step) continue;
-    for (auto s = r.first_step; s <= r.last_step; ++s) steps.insert(s);
+    steps.insert_range(r.first_step, r.last_step);
     ++report.compared.ranks;
     report.compared.records += r.records;
     steps_read += r.steps_read;
@@ -439,8 +588,8 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
     for (const RankSearch& other : results) {
       if (!other.first || other.first->step >= s) continue;
       // Diverged earlier, so its chains say nothing at s: read that step.
-      auto a = RankFile::open(files_a.files[other.rank], files_a.index[other.rank], intern);
-      auto b = RankFile::open(files_b.files[other.rank], files_b.index[other.rank], intern);
+      auto a = files_a.open(other.rank, intern);
+      auto b = files_b.open(other.rank, intern);
       if (!a || !b) continue;
       auto at_a = (*a)->lower_bound(s);
       auto at_b = (*b)->lower_bound(s);
@@ -470,8 +619,8 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
   }
   if (report.first) {
     const std::int32_t r = report.first->rank;
-    auto a = RankFile::open(files_a.files[r], files_a.index[r], intern);
-    auto b = RankFile::open(files_b.files[r], files_b.index[r], intern);
+    auto a = files_a.open(r, intern);
+    auto b = files_b.open(r, intern);
     if (a && b) {
       report.first_step = strip_at(**a, **b, report.first->step);
       outcome.bytes_read += (*a)->bytes_read() + (*b)->bytes_read();

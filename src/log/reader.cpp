@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <atomic>
 #include <filesystem>
+#include <thread>
 #include <unordered_map>
 
 #include "log/intern.hpp"
@@ -113,6 +115,7 @@ class FileCursor {
   bool saw_bom() const { return saw_bom_; }
   const std::string& path() const { return path_; }
   std::uint32_t index() const { return index_; }
+  void set_index(std::uint32_t index) { index_ = index; }
 
   bool has_buffer() const { return buffer_ != nullptr; }
 
@@ -390,30 +393,61 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, cons
   // kept, the buffered files must fit the descriptor budget too (4,096 rank
   // files under a hard limit of 1,024 failed with EMFILE).
   if (!impl.keep_descriptors) impl.max_buffered = std::min(impl.max_buffered, std::max<std::size_t>(1, descriptors));
-  for (const std::string& file : *files) {
-    auto cursor = std::make_unique<FileCursor>(file, static_cast<std::uint32_t>(reader->files_.size()), read_size);
-    auto line = cursor->next_line();
-    if (!line) return line.error();
-    if (!*line) {
+  // Each file's header line, read and parsed on a few threads: a run of
+  // thousands of rank files waits on that many small reads (the search diff
+  // reads little else), and on parsing as many headers. What they found is
+  // then taken in file order, so notes, errors and file indices are what one
+  // thread reading them in turn gives.
+  struct Opened {
+    std::unique_ptr<FileCursor> cursor;
+    Result<std::optional<FileCursor::Line>> line = std::optional<FileCursor::Line>{};
+    std::optional<Result<Header>> header;
+  };
+  std::vector<Opened> opened(files->size());
+  auto open_one = [&](std::size_t i) {
+    Opened& o = opened[i];
+    o.cursor = std::make_unique<FileCursor>((*files)[i], 0, read_size);
+    o.line = o.cursor->next_line();
+    if (o.line && *o.line) o.header = parse_header((**o.line).text);
+    // A file whose header is read gives back its buffer (and, past the
+    // descriptor budget, its descriptor) at once, as it waits for its turn;
+    // the line's text was the buffer's, and only its number and whether it
+    // ended are looked at again.
+    if (o.header && *o.header) impl.set_aside(*o.cursor);
+  };
+  const std::size_t threads = files->size() < 16 ? 1 : std::min<std::size_t>(8, files->size() / 16);
+  {
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+      for (std::size_t i; (i = next++) < files->size();) open_one(i);
+    };
+    std::vector<std::jthread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+  }
+  for (std::size_t i = 0; i < files->size(); ++i) {
+    const std::string& file = (*files)[i];
+    Opened& o = opened[i];
+    if (!o.line) return o.line.error();
+    if (!*o.line) {
       reader->notes_.push_back(file + ": empty file, ignored");
       continue;
     }
-    const auto& first = **line;
-    auto header = parse_header(first.text);
+    auto& header = *o.header;
     if (!header) {
-      if (!first.terminated) {
+      if (!(**o.line).terminated) {
         reader->notes_.push_back(file + ":1: header cut short (truncated by a crash?); file ignored");
         continue;
       }
-      return Error{file + ":" + std::to_string(first.number) + ": " + header.error().message +
+      return Error{file + ":" + std::to_string((**o.line).number) + ": " + header.error().message +
                    " (a log's first line must be its dtrace-fp/1 header)"};
     }
-    if (cursor->saw_bom()) reader->notes_.push_back(file + ":1: byte-order mark ignored");
+    if (o.cursor->saw_bom()) reader->notes_.push_back(file + ":1: byte-order mark ignored");
     header->file = file;
+    o.cursor->set_index(static_cast<std::uint32_t>(reader->files_.size()));
     reader->headers_.push_back(std::move(*header));
     reader->files_.push_back(file);
-    impl.set_aside(*cursor);
-    impl.cursors.push_back(std::move(cursor));
+    impl.cursors.push_back(std::move(o.cursor));
   }
   if (reader->headers_.empty()) return Error{path + ": no file of this run has a header"};
   const Header& first = reader->headers_.front();

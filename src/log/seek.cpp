@@ -16,6 +16,10 @@ namespace {
 // Small reads: a probe needs one line (a few hundred bytes; longer lines make
 // the read grow), and a search makes a few dozen probes.
 constexpr std::size_t kChunk = 1024;
+// Reads fetch whole pages, aligned: a probe's neighbours (the line before it,
+// the next lines of a step) are then mostly in the same fetch, and the page
+// cache and the disk move pages anyway.
+constexpr std::uint64_t kPage = 4096;
 
 std::string where(const std::string& path, std::uint64_t offset) {
   return path + " (byte " + std::to_string(offset) + ")";
@@ -59,27 +63,32 @@ Result<std::unique_ptr<RankFile>> RankFile::open(const std::string& path, std::u
   return file;
 }
 
-// Reads [offset, offset+length) through a one-chunk cache, so the lines of a
-// probe and its neighbours cost one system call; padded for LineParser.
+// Reads [offset, offset+length) (less at the end of the file) through a
+// one-fetch cache of whole aligned pages, so the lines of a probe and its
+// neighbours cost one system call; padded for LineParser.
 Result<std::string_view> RankFile::read(std::uint64_t offset, std::size_t length) {
-  if (offset >= cache_offset_ && offset + length <= cache_offset_ + cache_length_) {
-    return std::string_view(buffer_.data() + (offset - cache_offset_), length);
+  offset = std::min(offset, size_);
+  const std::uint64_t stop = std::min<std::uint64_t>(offset + length, size_);
+  if (offset >= cache_offset_ && stop <= cache_offset_ + cache_length_) {
+    return std::string_view(buffer_.data() + (offset - cache_offset_), static_cast<std::size_t>(stop - offset));
   }
-  const std::size_t want = static_cast<std::size_t>(
-      std::min<std::uint64_t>(std::max(length, kChunk), size_ - std::min(offset, size_)));
+  const std::uint64_t begin = offset / kPage * kPage;
+  const std::uint64_t end = std::min(size_, std::max((stop + kPage - 1) / kPage * kPage, begin + kPage));
+  const auto want = static_cast<std::size_t>(end - begin);
   buffer_.assign(want + kLinePadding, '\0');
   std::size_t got = 0;
   while (got < want) {
-    const ssize_t n = ::pread(fd_, buffer_.data() + got, want - got, static_cast<off_t>(offset + got));
+    const ssize_t n = ::pread(fd_, buffer_.data() + got, want - got, static_cast<off_t>(begin + got));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{where(path_, offset + got) + ": read failed: " + std::strerror(errno)};
+    if (n < 0) return Error{where(path_, begin + got) + ": read failed: " + std::strerror(errno)};
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
   bytes_read_ += got;
-  cache_offset_ = offset;
+  cache_offset_ = begin;
   cache_length_ = got;
-  return std::string_view(buffer_.data(), std::min(length, got));
+  const std::uint64_t have = std::min<std::uint64_t>(stop, begin + got);
+  return std::string_view(buffer_.data() + (offset - begin), static_cast<std::size_t>(have - std::min(have, offset)));
 }
 
 Result<SeekLine> RankFile::parse_at(std::uint64_t offset, std::string_view text, std::uint64_t next) {
@@ -168,7 +177,42 @@ Result<std::optional<SeekLine>> RankFile::line_before(std::uint64_t offset) {
   return std::optional<SeekLine>{};
 }
 
-Result<std::optional<SeekLine>> RankFile::first_line() { return line_at(data_begin_); }
+Result<std::optional<SeekLine>> RankFile::first_line() {
+  // Asked for by every stage of a search: parsed once.
+  if (!first_) {
+    auto line = line_at(data_begin_);
+    if (!line) return line.error();
+    first_ = std::move(*line);
+  }
+  return *first_;
+}
+
+Result<std::optional<SeekLine>> RankFile::first_end_record(std::uint64_t offset, std::uint64_t limit) {
+  std::uint64_t at = std::max(offset, data_begin_);
+  const std::uint64_t stop = std::min(size_, at + limit);
+  while (at < stop) {
+    for (std::uint64_t length = kChunk;; length *= 2) {
+      const auto avail = static_cast<std::size_t>(std::min<std::uint64_t>(length, size_ - at));
+      auto text = read(at, avail);
+      if (!text) return text.error();
+      if (const void* nl = std::memchr(text->data(), '\n', text->size())) {
+        const auto size = static_cast<std::size_t>(static_cast<const char*>(nl) - text->data());
+        const std::string_view line = text->substr(0, size);
+        // Only an end record has the key "end" (a string value cannot hold
+        // `"end":` unescaped), so record lines are passed over unparsed.
+        if (line.find("\"end\":") != std::string_view::npos) {
+          auto parsed = parse_at(at, line, at + size + 1);
+          if (!parsed) return parsed.error();
+          if (parsed->end_record()) return std::optional<SeekLine>{std::move(*parsed)};
+        }
+        at += size + 1;
+        break;
+      }
+      if (at + avail == size_) return std::optional<SeekLine>{};  // a last line cut short
+    }
+  }
+  return std::optional<SeekLine>{};
+}
 
 Result<std::optional<SeekLine>> RankFile::last_line() {
   if (size_ <= data_begin_) return std::optional<SeekLine>{};
@@ -179,6 +223,23 @@ Result<std::optional<SeekLine>> RankFile::last_line() {
     return std::optional<SeekLine>{};
   }
   return line_before(size_);
+}
+
+Result<std::optional<SeekLine>> RankFile::last_whole_line() {
+  auto last = last_line();
+  if (!last || *last || !truncated_) return last;
+  // The newline that ends the last whole line: the last one in the file.
+  std::uint64_t end = size_;
+  while (end > data_begin_) {
+    const std::uint64_t from = end > data_begin_ + kChunk ? end - kChunk : data_begin_;
+    auto text = read(from, static_cast<std::size_t>(end - from));
+    if (!text) return text.error();
+    if (const void* nl = ::memrchr(text->data(), '\n', text->size())) {
+      return line_before(from + static_cast<std::uint64_t>(static_cast<const char*>(nl) - text->data()) + 1);
+    }
+    end = from;
+  }
+  return std::optional<SeekLine>{};
 }
 
 Result<std::uint64_t> RankFile::lower_bound(std::int64_t step) {

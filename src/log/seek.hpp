@@ -59,6 +59,13 @@ class RankFile {
   // short (no final newline): `truncated()` then says so.
   Result<std::optional<SeekLine>> last_line();
   bool truncated() const { return truncated_; }
+  // The first end record starting at or after `offset` and before
+  // `offset + limit`, found by its "end" key without parsing the record lines
+  // before it; nullopt when there is none there.
+  Result<std::optional<SeekLine>> first_end_record(std::uint64_t offset, std::uint64_t limit);
+  // The last line that ends with a newline: last_line(), or the line before
+  // a last line cut short; nullopt when there is none.
+  Result<std::optional<SeekLine>> last_whole_line();
 
   // The first line starting at or after byte `offset` (at the data start when
   // `offset` is before it); nullopt at the end of the file.
@@ -96,6 +103,7 @@ class RankFile {
   std::uint64_t data_begin_ = 0;
   bool truncated_ = false;
   std::uint64_t bytes_read_ = 0;
+  std::optional<std::optional<SeekLine>> first_;  // first_line(), once read
   std::shared_ptr<Intern> intern_;
   LineParser parser_;
   std::string buffer_;               // the cached chunk, padded
