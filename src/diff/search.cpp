@@ -404,7 +404,7 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
 // file system (or a disk's queue, or the page cache) serves many at once.
 template <class Work>
 void in_parallel(std::size_t n, Work&& work) {
-  const std::size_t threads = std::min<std::size_t>(n, std::max(16u, 2 * std::thread::hardware_concurrency()));
+  const std::size_t threads = std::min<std::size_t>(n, std::max(64u, 2 * std::thread::hardware_concurrency()));
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> pool;
   for (std::size_t t = 0; t + 1 < threads; ++t) {

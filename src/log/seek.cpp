@@ -244,7 +244,23 @@ Result<std::optional<SeekLine>> RankFile::last_whole_line() {
 
 Result<std::uint64_t> RankFile::lower_bound(std::int64_t step) {
   // The answer is a line start in [lo, hi]; hi is a line start or the size.
+  // Earlier answers bound it: lines are sorted by step, so the answer for a
+  // smaller step is at or before this one's, for a larger step at or after
+  // (a search asks about nearby steps again and again).
   std::uint64_t lo = data_begin_, hi = size_;
+  if (auto it = known_.lower_bound(step); it != known_.end()) {
+    if (it->first == step) return it->second;
+    hi = it->second;
+    if (it != known_.begin()) lo = std::prev(it)->second;
+  } else if (!known_.empty()) {
+    lo = known_.rbegin()->second;
+  }
+  auto answer = search_between(step, lo, hi);
+  if (answer) known_.emplace(step, *answer);
+  return answer;
+}
+
+Result<std::uint64_t> RankFile::search_between(std::int64_t step, std::uint64_t lo, std::uint64_t hi) {
   while (hi - lo > 2 * kChunk) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
     auto line = line_at(mid);

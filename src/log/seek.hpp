@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,6 +96,7 @@ class RankFile {
   RankFile() = default;
   Result<std::string_view> read(std::uint64_t offset, std::size_t length);
   Result<SeekLine> parse_at(std::uint64_t offset, std::string_view text, std::uint64_t next);
+  Result<std::uint64_t> search_between(std::int64_t step, std::uint64_t lo, std::uint64_t hi);
 
   std::string path_;
   std::uint32_t file_index_ = 0;
@@ -104,6 +106,7 @@ class RankFile {
   bool truncated_ = false;
   std::uint64_t bytes_read_ = 0;
   std::optional<std::optional<SeekLine>> first_;  // first_line(), once read
+  std::map<std::int64_t, std::uint64_t> known_;     // lower_bound's answers so far
   std::shared_ptr<Intern> intern_;
   LineParser parser_;
   std::string buffer_;               // the cached chunk, padded
