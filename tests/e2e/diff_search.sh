@@ -49,6 +49,30 @@ run_dtrace 0 show --json --steps 1-2 --rank 1 "$TESTDATA/minitrain/same-a"
 json_is selection.steps '[1, 2]'
 json_true 'sorted({s["step"] for s in d["selected"]}) == [1, 2]'
 
+# A run that crashed in its last step (rank 1 mid-line, rank 0 after step 1):
+# the search cannot answer alone, so each rank is read from where its chains
+# stop agreeing, and the report is --stream's (the cut line, the steps only A
+# holds), with a note saying so.
+mkdir crashed
+head -n 153 "$TESTDATA/minitrain/same-b/rank1.jsonl" > crashed/rank1.jsonl
+sed -n 154p "$TESTDATA/minitrain/same-b/rank1.jsonl" | head -c 40 >> crashed/rank1.jsonl
+head -n 153 "$TESTDATA/minitrain/same-b/rank0.jsonl" > crashed/rank0.jsonl
+run_dtrace 0 diff --json "$TESTDATA/minitrain/same-a" crashed
+json_true 'any("then read record by record from where each rank" in n and "2 ranks known equal" in n for n in d["notes"])'
+json_true 'any("last line cut short" in n for n in d["notes"])'
+json_true 'any(n.startswith("steps 2 only in run A") or "2 only in run A" in n for n in d["notes"])'
+cp "$OUT" crashed.json
+run_dtrace 0 diff --stream --json "$TESTDATA/minitrain/same-a" crashed
+python3 - crashed.json "$OUT" <<'PY' || fail "a crashed run's searched diff differs from --stream"
+import json, sys
+def comparable(path):
+    d = json.load(open(path))
+    d["notes"] = [n for n in d["notes"] if not n.startswith("searched by chained")]
+    d["compared"].pop("records")
+    return d
+sys.exit(comparable(sys.argv[1]) != comparable(sys.argv[2]))
+PY
+
 # An older recorder's chained log, without line numbers in its end records:
 # read in full, with a note, and the answer --stream gives.
 OLD=$TESTDATA/search-old-no-line
