@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -13,10 +12,10 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "log/intern.hpp"
 #include "log/parse.hpp"
+#include "util/parallel.hpp"
 
 namespace dtrace::diff {
 
@@ -413,14 +412,7 @@ std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::Ru
   std::vector<std::optional<SharedPrefix>> found(pairs.size());
   for (const SharedPrefix& v : vouched) found.emplace_back(v);
   // Pairs are independent: two threads, as diff's two readers use two cores.
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t k; (k = next++) < pairs.size();) found[k] = scan(pairs[k], a.world_size(), window);
-  };
-  {
-    std::jthread helper(work);
-    work();
-  }
+  for_each_index(pairs.size(), 2, [&](std::size_t k) { found[k] = scan(pairs[k], a.world_size(), window); });
   std::map<std::int32_t, int> holders;
   for (const auto& p : found) {
     if (p) ++holders[p->rank];

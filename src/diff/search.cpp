@@ -25,6 +25,7 @@
 #include "log/reader.hpp"
 #include "log/seek.hpp"
 #include "util/intervals.hpp"
+#include "util/parallel.hpp"
 
 namespace dtrace::diff {
 
@@ -404,16 +405,7 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
 // file system (or a disk's queue, or the page cache) serves many at once.
 template <class Work>
 void in_parallel(std::size_t n, Work&& work) {
-  const std::size_t threads = std::min<std::size_t>(n, std::max(64u, 2 * std::thread::hardware_concurrency()));
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> pool;
-  for (std::size_t t = 0; t + 1 < threads; ++t) {
-    pool.emplace_back([&] {
-      for (std::size_t i; (i = next++) < n;) work(i);
-    });
-  }
-  for (std::size_t i; (i = next++) < n;) work(i);
-  for (auto& thread : pool) thread.join();
+  for_each_index(n, std::max(64u, 2 * std::thread::hardware_concurrency()), work);
 }
 
 // Which rank each file of a run holds (its first record's), one file per rank.

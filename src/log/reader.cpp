@@ -9,13 +9,12 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <atomic>
 #include <filesystem>
-#include <thread>
 #include <unordered_map>
 
 #include "log/intern.hpp"
 #include "log/parse.hpp"
+#include "util/parallel.hpp"
 
 namespace dtrace::log {
 
@@ -422,15 +421,7 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, cons
     if (o.header && *o.header) impl.set_aside(*o.cursor);
   };
   const std::size_t threads = files->size() < 16 ? 1 : std::min<std::size_t>(32, files->size() / 16);
-  {
-    std::atomic<std::size_t> next{0};
-    auto work = [&] {
-      for (std::size_t i; (i = next++) < files->size();) open_one(i);
-    };
-    std::vector<std::jthread> pool;
-    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-  }
+  for_each_index(files->size(), threads, open_one);
   for (std::size_t i = 0; i < files->size(); ++i) {
     const std::string& file = (*files)[i];
     Opened& o = opened[i];
