@@ -6,6 +6,21 @@
 A=$TESTDATA/minitrain/splitk-a
 B=$TESTDATA/minitrain/splitk-b
 
+# same_as_stream SEARCHED STREAMED: two diff --json documents identical but
+# for what dtrace(1) says differs: the search's note and compared.records
+# (the records of the steps read).
+same_as_stream() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def comparable(path):
+    d = json.load(open(path))
+    d["notes"] = [n for n in d["notes"] if not n.startswith("searched by chained")]
+    d["compared"].pop("records")
+    return d
+sys.exit(comparable(sys.argv[1]) != comparable(sys.argv[2]))
+PY
+}
+
 run_dtrace 1 diff --json "$A" "$B"
 json_is first.step 0
 json_is first.seq 76
@@ -21,17 +36,7 @@ json_is first.seq 76
 json_true 'd["first"]["a_location"].endswith("rank0.jsonl:78")'
 json_true 'not any("chain" in n for n in d["notes"])'
 json_is compared.records 340
-python3 - search.json "$OUT" <<'PY' || fail "search and stream reports differ"
-import json, sys
-def comparable(path):
-    # Identical but for what dtrace(1) says differs: the search's note and
-    # compared.records (the records of the steps read).
-    d = json.load(open(path))
-    d["notes"] = [n for n in d["notes"] if not n.startswith("searched by chained")]
-    d["compared"].pop("records")
-    return d
-sys.exit(comparable(sys.argv[1]) != comparable(sys.argv[2]))
-PY
+same_as_stream search.json "$OUT" || fail "search and stream reports differ"
 
 # A window after the divergence: rank 0 already differs before it, so the
 # window is read in full, and the note says why.
@@ -63,15 +68,7 @@ json_true 'any("last line cut short" in n for n in d["notes"])'
 json_true 'any(n.startswith("steps 2 only in run A") or "2 only in run A" in n for n in d["notes"])'
 cp "$OUT" crashed.json
 run_dtrace 0 diff --stream --json "$TESTDATA/minitrain/same-a" crashed
-python3 - crashed.json "$OUT" <<'PY' || fail "a crashed run's searched diff differs from --stream"
-import json, sys
-def comparable(path):
-    d = json.load(open(path))
-    d["notes"] = [n for n in d["notes"] if not n.startswith("searched by chained")]
-    d["compared"].pop("records")
-    return d
-sys.exit(comparable(sys.argv[1]) != comparable(sys.argv[2]))
-PY
+same_as_stream crashed.json "$OUT" || fail "a crashed run's searched diff differs from --stream"
 
 # An older recorder's chained log, without line numbers in its end records:
 # read in full, with a note, and the answer --stream gives.
