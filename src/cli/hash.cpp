@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <iostream>
 
@@ -30,7 +31,16 @@ namespace {
 char g_bus_message[4096];
 std::size_t g_bus_message_size = 0;
 
+// Several hashing threads can touch pages past the new end at once, each
+// raising its own SIGBUS: the first one writes the message and ends the
+// process, any other waits for that end, so the message is written once.
+// (A lock-free atomic is async-signal-safe.)
+std::atomic_flag g_bus_reported = ATOMIC_FLAG_INIT;
+
 void on_bus_error(int) {
+  if (g_bus_reported.test_and_set()) {
+    for (;;) ::pause();
+  }
   (void)!::write(STDERR_FILENO, g_bus_message, g_bus_message_size);
   ::_exit(kExitTrouble);
 }
