@@ -7,6 +7,7 @@
 #include "diff/align.hpp"
 #include "diff/bytes.hpp"
 #include "diff/classify.hpp"
+#include "diff/divergence.hpp"
 #include "diff/header.hpp"
 #include "diff/notes.hpp"
 #include "diff/search.hpp"
@@ -130,11 +131,6 @@ struct Side {
   std::set<std::int32_t> ranks;
 };
 
-struct RankFirst {
-  Mismatch mismatch;
-  std::string collective;
-};
-
 // A rank's records at its first mismatch, kept while that rank may still turn
 // out to be the run's first divergence.
 struct StripCandidate {
@@ -147,8 +143,6 @@ struct StripCandidate {
 // Few ranks' strips are held: most runs diverge on every rank at one step, and
 // a strip is a whole step of records.
 constexpr std::size_t kStripCandidates = 8;
-
-int precedence(Role role) { return role == Role::origin ? 0 : role == Role::unknown ? 1 : 2; }
 
 struct Comparison {
   Side a, b;
@@ -203,7 +197,7 @@ std::vector<StepRecord> strip_of(const Step& a, const Step& b, const log::RunRea
 void keep_strip(Comparison& cmp, const Step& a, const Step& b, Role role) {
   std::erase_if(cmp.strips, [&](const StripCandidate& c) { return c.rank == a.rank; });
   auto key = [](const StripCandidate& c) { return std::tuple(c.step, c.precedence, c.rank); };
-  const StripCandidate probe{a.step, precedence(role), a.rank, {}};
+  const StripCandidate probe{a.step, role_precedence(role), a.rank, {}};
   if (cmp.strips.size() >= kStripCandidates && !(key(probe) < key(cmp.strips.back()))) return;
   StripCandidate c = probe;
   c.records = strip_of(a, b, *cmp.a.reader, *cmp.b.reader);
@@ -438,23 +432,9 @@ Result<Report> diff_once(const std::string& run_a, const std::string& run_b, con
   report.compared.ranks = static_cast<std::int64_t>(cmp.ranks_compared.size());
   report.compared.records = cmp.records;
 
-  // A collective whose own inputs matched passed on another rank's divergence.
-  for (auto& [rank, first] : cmp.firsts) {
-    if (first.collective.empty()) continue;
-    auto it = cmp.collective_inputs_differing.find(first.mismatch.step);
-    if (it != cmp.collective_inputs_differing.end() && it->second.contains(first.collective)) {
-      first.mismatch.role = Role::receiver;
-    }
-  }
-  for (auto& [rank, first] : cmp.firsts) {
-    report.ranks.push_back(first.mismatch);
-    const Mismatch& m = report.ranks.back();
-    if (!report.first || std::tuple(m.step, precedence(m.role), m.rank) <
-                             std::tuple(report.first->step, precedence(report.first->role),
-                                        report.first->rank)) {
-      report.first = m;
-    }
-  }
+  Divergence divergence = first_divergence(cmp.firsts, cmp.collective_inputs_differing);
+  report.ranks = std::move(divergence.ranks);
+  report.first = std::move(divergence.first);
   if (report.first) {
     for (StripCandidate& c : cmp.strips) {
       if (c.rank == report.first->rank && c.step == report.first->step) report.first_step = std::move(c.records);

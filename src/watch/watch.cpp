@@ -13,6 +13,7 @@
 
 #include "diff/align.hpp"
 #include "diff/classify.hpp"
+#include "diff/divergence.hpp"
 #include "diff/header.hpp"
 #include "diff/notes.hpp"
 #include "util/intervals.hpp"
@@ -126,11 +127,7 @@ struct Watch::Impl {
   std::uint64_t finer_only = 0;
 
   // Diff's state, kept as diff_runs keeps it.
-  struct RankFirst {
-    diff::Mismatch mismatch;
-    std::string collective;
-  };
-  std::map<std::int32_t, RankFirst> firsts;
+  std::map<std::int32_t, diff::RankFirst> firsts;
   std::map<std::int64_t, std::set<std::string>> collective_inputs_differing;
   IntervalSet steps_compared;
   std::map<std::int32_t, std::int64_t> frontier;  // per rank, the last step compared
@@ -244,7 +241,7 @@ struct Watch::Impl {
     auto it = firsts.find(a.rank);
     if (it != firsts.end() && it->second.mismatch.step <= a.step) return;
     const diff::Classification c = diff::classify(a, b, *result.first);
-    firsts[a.rank] = RankFirst{describe(a, b, *result.first, c), c.collective};
+    firsts[a.rank] = diff::RankFirst{describe(a, b, *result.first, c), c.collective};
     if (!reported && (!report_step || a.step < *report_step)) {
       if (!report_step) found_at = Clock::now();
       report_step = a.step;
@@ -330,23 +327,9 @@ struct Watch::Impl {
     }
     report.compared.ranks = static_cast<std::int64_t>(frontier.size());
     report.compared.records = records;
-    auto precedence = [](diff::Role role) {
-      return role == diff::Role::origin ? 0 : role == diff::Role::unknown ? 1 : 2;
-    };
-    for (const auto& [rank, first] : firsts) {
-      diff::Mismatch m = first.mismatch;
-      if (!first.collective.empty()) {
-        auto it = collective_inputs_differing.find(m.step);
-        if (it != collective_inputs_differing.end() && it->second.contains(first.collective)) {
-          m.role = diff::Role::receiver;
-        }
-      }
-      report.ranks.push_back(m);
-      if (!report.first || std::tuple(m.step, precedence(m.role), m.rank) <
-                               std::tuple(report.first->step, precedence(report.first->role), report.first->rank)) {
-        report.first = m;
-      }
-    }
+    diff::Divergence divergence = diff::first_divergence(firsts, collective_inputs_differing);
+    report.ranks = std::move(divergence.ranks);
+    report.first = std::move(divergence.first);
     return report;
   }
 
@@ -373,12 +356,14 @@ struct Watch::Impl {
 
   void later_ranks() {
     if (!reported) return;
-    for (const auto& [rank, first] : firsts) {
-      if (ranks_reported.contains(rank)) continue;
-      ranks_reported.insert(rank);
+    // Roles settled as the report settles them (a collective's receiver).
+    const diff::Divergence divergence = diff::first_divergence(firsts, collective_inputs_differing);
+    for (const diff::Mismatch& m : divergence.ranks) {
+      if (ranks_reported.contains(m.rank)) continue;
+      ranks_reported.insert(m.rank);
       Event e;
       e.kind = EventKind::rank_diverged;
-      e.mismatch = first.mismatch;
+      e.mismatch = m;
       e.read_at = since_epoch();
       e.reported_at = e.read_at;
       e.progress = progress();
