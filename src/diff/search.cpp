@@ -19,6 +19,7 @@
 
 #include "diff/align.hpp"
 #include "diff/classify.hpp"
+#include "diff/divergence.hpp"
 #include "diff/header.hpp"
 #include "log/chain.hpp"
 #include "log/intern.hpp"
@@ -242,6 +243,32 @@ std::string first_step_chained(RankFile& a, RankFile& b, std::int32_t rank) {
   return {};
 }
 
+// Whether both files' first steps carry line numbers that are their lines,
+// counted from the header (line 1). The search numbers the records of a step
+// it reads from the previous end record's `line`, checked against the step's
+// own end record only: a file whose every `line` is off by the same amount
+// passes that check at every step but its first, and the search would name
+// places that are not the records' (dtrace check reports line-mismatch).
+// Empty when they do. (A shift that starts mid-file is check's to find.)
+std::string first_step_numbered(RankFile& a, RankFile& b, std::int32_t rank) {
+  for (RankFile* f : {&a, &b}) {
+    auto first = f->first_line();
+    if (!first) return first.error().message;
+    if (!*first) return f->path() + " holds no records";
+    const std::int64_t s = (*first)->step();
+    auto step = f->read_step((*first)->offset, s, 1);
+    if (!step) return step.error().message;
+    if (!step->numbered) {
+      return side_name(f == &a ? 'A' : 'B') + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
+             (step->step.logged_line
+                  ? ": its end record's line number is not the line it is on, counted from the header (dtrace "
+                    "check reports line-mismatch)"
+                  : ": no line numbers in its end records (an older recorder)");
+    }
+  }
+  return {};
+}
+
 // The first steps of a rank that both runs' chains vouch for, for the full
 // read to skip (SearchOutcome::prefixes): from the rank's first step, the same
 // in both runs and chained in both, to the last step P at which the chains
@@ -257,7 +284,7 @@ std::optional<SharedPrefix> vouched_prefix(RankFile& a, RankFile& b, std::int32_
   if (!first_a || !first_b || !*first_a || !*first_b) return std::nullopt;
   const std::int64_t s0 = (*first_a)->step();
   if ((*first_b)->step() != s0 || (*first_a)->rank() != rank || (*first_b)->rank() != rank) return std::nullopt;
-  if (!first_step_chained(a, b, rank).empty()) return std::nullopt;
+  if (!first_step_chained(a, b, rank).empty() || !first_step_numbered(a, b, rank).empty()) return std::nullopt;
   auto last_a = a.last_whole_line(), last_b = b.last_whole_line();
   if (!last_a || !last_b || !*last_a || !*last_b) return std::nullopt;
   std::int64_t hi = std::min((*last_a)->step(), (*last_b)->step());
@@ -339,6 +366,7 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
                 std::to_string(end_a) + ", run B " + std::to_string(start_b) + "-" + std::to_string(end_b));
   }
   if (std::string why = first_step_chained(a, b, rank); !why.empty()) return fail(why);
+  if (std::string why = first_step_numbered(a, b, rank); !why.empty()) return fail(why);
   std::int64_t lo = std::max(start_a, window.first), hi = std::min(end_a, window.last);
   out.first_step = lo;
   out.last_step = hi;
@@ -408,11 +436,23 @@ void in_parallel(std::size_t n, Work&& work) {
   for_each_index(n, std::max(64u, 2 * std::thread::hardware_concurrency()), work);
 }
 
-// Which rank each file of a run holds (its first record's), one file per rank.
+// Which rank each file of a run holds, one file per rank. A file is searched
+// only when its header declares that it holds one rank in step order (field
+// `rank`, dtrace-fp(5), what the recorder writes): the steps its chains vouch
+// for are never read, so a line of another rank among them (records may sit
+// in any file) would go unseen. The reader holds such a file to its
+// declaration when it reads it, as dtrace check does.
 RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<log::Intern> intern,
                      std::uint64_t& bytes_read) {
   RankFiles out;
   const auto& files = reader.files();
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!reader.headers()[i].rank) {
+      out.problem = files[i] + ": its header does not declare that it holds one rank (field 'rank', "
+                    "dtrace-fp(5); an older recorder, or a file ranks share)";
+      return out;
+    }
+  }
   std::vector<std::int64_t> ranks(files.size(), -1);
   std::vector<std::string> problems(files.size());
   std::atomic<std::uint64_t> bytes{0};
@@ -428,6 +468,9 @@ RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<lo
       problems[i] = first.error().message;
     } else if (!*first) {
       problems[i] = files[i] + " holds no records";
+    } else if ((*first)->rank() != *reader.headers()[i].rank) {
+      problems[i] = files[i] + ": holds rank " + std::to_string((*first)->rank()) + ", its header declares rank " +
+                    std::to_string(*reader.headers()[i].rank);
     } else {
       ranks[i] = (*first)->rank();
     }
@@ -598,17 +641,13 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
       differing[s].insert(c.collective_inputs_differing.begin(), c.collective_inputs_differing.end());
     }
   }
-  auto precedence = [](Role role) { return role == Role::origin ? 0 : role == Role::unknown ? 1 : 2; };
+  std::map<std::int32_t, RankFirst> firsts;
   for (const RankSearch& r : results) {
-    if (!r.first) continue;
-    Mismatch m = *r.first;
-    if (!r.collective.empty() && differing[m.step].contains(r.collective)) m.role = Role::receiver;
-    report.ranks.push_back(m);
-    if (!report.first || std::tuple(m.step, precedence(m.role), m.rank) <
-                             std::tuple(report.first->step, precedence(report.first->role), report.first->rank)) {
-      report.first = m;
-    }
+    if (r.first) firsts[r.rank] = RankFirst{*r.first, r.collective};
   }
+  Divergence divergence = first_divergence(firsts, differing);
+  report.ranks = std::move(divergence.ranks);
+  report.first = std::move(divergence.first);
   if (report.first) {
     const std::int32_t r = report.first->rank;
     auto a = files_a.open(r, intern);

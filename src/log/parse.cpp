@@ -434,6 +434,12 @@ Result<Header> parse_header(std::string_view line) {
     return Error{"header field 'world_size' must be a positive integer"};
   }
   h.world_size = ws->get<std::int64_t>();
+  if (auto it = j.find("rank"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() >= h.world_size) {
+      return Error{"header field 'rank' must be an integer from 0 to world_size - 1"};
+    }
+    h.rank = static_cast<std::int32_t>(it->get<std::int64_t>());
+  }
   for (auto [key, target] : {std::pair{"env", &h.env}, std::pair{"config", &h.config}}) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) continue;

@@ -73,6 +73,11 @@ struct Header {
   nlohmann::json env = nlohmann::json::object();
   nlohmann::json config = nlohmann::json::object();
   nlohmann::json replay;  // null when absent
+  // The one rank this file holds, when its header declares it (field `rank`,
+  // dtrace-fp(5)): its lines are that rank's alone, steps in increasing order,
+  // each step's end record its last line. A reader may then skip the steps
+  // chains vouch for without reading them (diff's search).
+  std::optional<std::int32_t> rank;
   nlohmann::json raw;     // the whole header object as read
   std::string file;
 };

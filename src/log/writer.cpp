@@ -62,6 +62,7 @@ nlohmann::json header_to_json(const Header& h) {
   if (!h.env.empty()) j["env"] = h.env;
   if (!h.config.empty()) j["config"] = h.config;
   if (!h.replay.is_null()) j["replay"] = h.replay;
+  if (h.rank) j["rank"] = *h.rank;
   return j;
 }
 

@@ -97,7 +97,10 @@ std::string config_text(const std::string& text) {
   return out.substr(first, last - first + 1);
 }
 
-std::string header_line(const RunOptions& options, Level level) {
+// `own_file`: the file holds this rank alone, written in step order; the
+// header says so (field `rank`, dtrace-fp(5)), which lets diff's search skip
+// the steps chains vouch for. A file ranks share (DTRACE_OUT) does not.
+std::string header_line(const RunOptions& options, Level level, bool own_file) {
   nlohmann::ordered_json header;
   header["dtrace"] = log::kFormatMajor;
   header["run"] = options.run_name;
@@ -114,6 +117,7 @@ std::string header_line(const RunOptions& options, Level level) {
     header["replay"] = {{"argv", options.replay_argv}, {"protocol", kReplayProtocol}};
     if (!ec) header["replay"]["cwd"] = cwd.string();
   }
+  if (own_file) header["rank"] = options.rank;
   if (!options.replica_groups.empty()) {
     header["replicas"] = {{"groups", options.replica_groups}, {"per_rank", options.per_rank_state}};
   }
@@ -148,15 +152,16 @@ class RankRecorder final : public Recorder {
       : rank_(options.rank), level_(request.level.value_or(options.level)), request_(request) {
     check_options(options, request);
     if (request.step) fast_forward_until_ = *request.step;
-    const std::string header = header_line(options, level_);
+    const std::string header = header_line(options, level_, false);
+    const std::string own_header = header_line(options, level_, true);
     const std::string rank_name = "rank" + std::to_string(rank_);
     if (request.out_dir) {
       create_directory(*request.out_dir, "DTRACE_OUT_DIR");
-      log_ = LogSink::create((fs::path(*request.out_dir) / (rank_name + ".jsonl")).string(), header);
+      log_ = LogSink::create((fs::path(*request.out_dir) / (rank_name + ".jsonl")).string(), own_header);
     } else if (request.out) {
       log_ = LogSink::open_shared(*request.out, header, "DTRACE_OUT");
     } else if (!request.is_replay()) {
-      log_ = LogSink::create(rank_file(options), header);
+      log_ = LogSink::create(rank_file(options), own_header);
     }
     // dtrace watches each rank of a job it started through these.
     if (const auto& dir = request.out_dir ? request.out_dir : request.run_dir) {

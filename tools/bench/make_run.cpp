@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     h.level = "layer";
     h.env = {{"NCCL_ALGO", "Ring"}, {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}};
     h.config = {{"layers", layers}, {"generator", "tools/bench/make_run"}};
+    h.rank = static_cast<std::int32_t>(r);  // one rank per file, in step order, as the recorder writes
     writer->header(h);
     dtrace::log::ChainHasher chainer;
     std::uint64_t previous = 0;
