@@ -4,8 +4,7 @@
 # itself.
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 if [ -z "$CHROMIUM" ]; then
-  echo "SKIP: no chromium (tools/setup-deps.sh installs Debian's)"
-  exit 77
+  skip "no chromium (tools/setup-deps.sh installs Debian's)"
 fi
 PNG_COLOURS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/png_colours.py"
 

@@ -1,13 +1,13 @@
 # Shared by the PyTorch end-to-end tests (sourced): lib.sh's assertions plus the
 # example workload tools/torch/gpt_moe.py run by Debian's python3 with the
 # dtrace_torch package of the build tree (PYTHONPATH=build/python, the one
-# variable docs/torch.md names). Skips (status 77) when that python has no torch.
+# variable docs/torch.md names). Skips (status 77) when that python has no torch,
+# and fails under CI (lib.sh's skip).
 . "$(dirname "$0")/lib.sh"
 : "${SOURCE_ROOT:?}" "${BUILD_ROOT:?}"
 PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-  echo "SKIP: $PYTHON cannot import torch (tools/setup-deps.sh installs Debian's python3-torch)"
-  exit 77
+  skip "$PYTHON cannot import torch (tools/setup-deps.sh installs Debian's python3-torch)"
 fi
 export PYTHONPATH="$BUILD_ROOT/python"
 # A sanitizer build's libdtrace needs its runtime loaded before Python's own code

@@ -9,8 +9,7 @@
 # both ranks differ: the gradients are averaged across them).
 . "$(dirname "$0")/torch-lib.sh"
 if ! "$PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
-  echo "SKIP: $PYTHON has no torch.distributed.run"
-  exit 77
+  skip "$PYTHON has no torch.distributed.run"
 fi
 TORCHRUN="$PYTHON -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 9:0 --tee 9:0 --no_python"
 for r in a b; do

@@ -21,7 +21,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 : "${MAKE_RUN:?MAKE_RUN must name tools/bench/make_run}"
 : "${WATCH_FEED:?WATCH_FEED must name tools/bench/watch_feed}"
-[ -x /usr/bin/time ] || { echo "SKIP: no /usr/bin/time to read the peak RSS"; exit 77; }
+[ -x /usr/bin/time ] || skip "no /usr/bin/time to read the peak RSS"
 RANKS=4096
 STEPS=8
 LAST=$((STEPS - 1))
