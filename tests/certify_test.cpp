@@ -417,7 +417,7 @@ TEST_CASE("a resumed segment's chain starts anew at 0: no mismatch; in one file 
   const auto resumed = recorded(rec, 3, 5);  // the run resumed at step 3: chains from 0 there
   const auto stopped_part = laid_out(stopped, {0, 1, 2});
   SECTION("the resumed segment in a file of its own: a note, no violation") {
-    for (const char* name : {"rank0-resumed.jsonl", "a-resumed.jsonl"}) {  // read after or before the stopped file
+    for (const char* name : {"z-resumed.jsonl", "a-resumed.jsonl"}) {  // read after or before the stopped file
       TempDir run;
       run.write("rank0.jsonl", stopped_part);
       run.write(name, resumed);
