@@ -7,10 +7,14 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "dtrace/recorder.hpp"
+#include "log/chain.hpp"
 #include "log/writer.hpp"
+#include "recorder_support.hpp"
 
 namespace fs = std::filesystem;
 using dtrace::log::Certification;
@@ -90,6 +94,72 @@ std::vector<Violation> of_kind(const Certification& c, ViolationKind kind) {
 std::uint64_t count(const Certification& c, ViolationKind kind) {
   return c.counts[static_cast<std::size_t>(kind)];
 }
+
+// Rank 0's steps [first, last] of a one-rank run, written by the recorder
+// (chains from 0 at `first`, line numbers) under `dir`: per step, a tensor and
+// the loss 1 + step, so two recordings agree on every step both hold.
+// Returns its lines: the header, then each step's records and end record.
+std::vector<std::string> recorded(const TempDir& dir, int first, int last) {
+  const std::string out = dir.file("recorded-" + std::to_string(first) + "-" + std::to_string(last));
+  {
+    auto recorder = dtrace::Recorder::open(test_support::options_for(out), dtrace::ReplayRequest{});
+    const std::vector<float> x{1.0f, 2.0f, 3.0f, 4.0f};
+    for (int step = first; step <= last; ++step) {
+      recorder->begin_step(step);
+      auto layer = recorder->scope("fwd/layer.0");
+      recorder->tensor(dtrace::Level::layer, "block", dtrace::RecordIo::out, "y", test_support::view(x, {2, 2}));
+      recorder->scalar_f32(dtrace::Level::step, "loss", dtrace::RecordIo::metric, "loss", 1.0f + step);
+      recorder->end_step();
+    }
+  }
+  std::ifstream in(out + "/rank0.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  fs::remove_all(out);
+  return lines;
+}
+
+// The lines of step `step` in recorded() lines: its records and end record.
+std::vector<std::string> step_lines(const std::vector<std::string>& lines, int step) {
+  std::vector<std::string> out;
+  const std::string key = R"({"step":)" + std::to_string(step) + ",";
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].starts_with(key)) out.push_back(lines[i]);
+  }
+  REQUIRE_FALSE(out.empty());
+  return out;
+}
+
+// A file of `lines`' header and the given steps in that order (a step may
+// repeat), each end record's `line` set to the line it is now on.
+std::vector<std::string> laid_out(const std::vector<std::string>& lines, const std::vector<int>& steps) {
+  std::vector<std::string> out{lines.front()};
+  static const std::regex line_field(R"("line":[0-9]+)");
+  for (int s : steps) {
+    for (const auto& line : step_lines(lines, s)) {
+      out.push_back(std::regex_replace(line, line_field, "\"line\":" + std::to_string(out.size() + 1)));
+    }
+  }
+  return out;
+}
+
+// Changes the loss of step `step` in `file_lines`, its chain kept: records that
+// are not what the end record's chain digests.
+void alter_loss(std::vector<std::string>& file_lines, int step) {
+  const std::string key = R"({"step":)" + std::to_string(step) + ",";
+  for (auto& line : file_lines) {
+    if (line.starts_with(key) && line.find(R"("loss")") != std::string::npos) {
+      const auto at = line.find(R"("bits":")");
+      REQUIRE(at != std::string::npos);
+      char& digit = line[at + 8];
+      digit = digit == '0' ? '1' : '0';
+      return;
+    }
+  }
+  FAIL("no loss of step " << step);
+}
+
+std::uint64_t chain_mismatches(const Certification& c) { return count(c, ViolationKind::chain_mismatch); }
 
 }  // namespace
 
@@ -252,15 +322,167 @@ TEST_CASE("records after the step's end record are late") {
   CHECK(late[0].location == dir.file("rank1.jsonl") + ":5");
 }
 
-TEST_CASE("an end record written twice is late") {
+TEST_CASE("an end record written twice is a duplicate step") {
   TempDir dir;
   dir.write("rank0.jsonl", {header(1), record(0, 0, 0), end(0, 0, 1), end(0, 0, 1)});
   const Certification c = certify(dir);
-  const auto late = of_kind(c, ViolationKind::late_records);
-  REQUIRE(late.size() == 1);
-  CHECK(late[0].step == 0);
-  CHECK_THAT(late[0].message, Catch::Contains("a second end record"));
+  const auto twice = of_kind(c, ViolationKind::duplicate_step);
+  REQUIRE(twice.size() == 1);
+  CHECK(twice[0].step == 0);
+  CHECK_THAT(twice[0].message, Catch::Contains("ended twice"));
   CHECK(c.total_violations() == 1);
+}
+
+TEST_CASE("a step written twice, records and end record, is one duplicate step") {
+  TempDir rec, dir;
+  const auto lines = recorded(rec, 0, 3);
+  SECTION("in one file") {
+    dir.write("rank0.jsonl", laid_out(lines, {0, 1, 2, 1, 3}));
+    const Certification c = certify(dir);
+    const auto twice = of_kind(c, ViolationKind::duplicate_step);
+    REQUIRE(twice.size() == 1);
+    CHECK(twice[0].step == 1);
+    CHECK(twice[0].location == dir.file("rank0.jsonl") + ":11");
+    CHECK_THAT(twice[0].message, Catch::Contains("written twice"));
+    CHECK(c.total_violations() == 1);
+  }
+  SECTION("a rank file copied: every step twice") {
+    dir.write("rank0.jsonl", lines);
+    dir.write("rank0-copy.jsonl", lines);
+    const Certification c = certify(dir);
+    CHECK(count(c, ViolationKind::duplicate_step) == 4);
+    CHECK(c.total_violations() == 4);
+  }
+}
+
+// dtrace-fp(5): chain_prev is the chain of the rank's closest earlier step by
+// step number, so any valid layout of a run checks alike.
+TEST_CASE("chains are checked in step order: a rank spread over files, out of order, reversed") {
+  TempDir rec;
+  const auto lines = recorded(rec, 0, 5);
+  struct Layout {
+    const char* name;
+    std::vector<std::vector<int>> files;  // per file, its steps in order
+  };
+  const std::vector<Layout> layouts{
+      {"in order", {{0, 1, 2, 3, 4, 5}}},
+      {"a rank spread over two files", {{0, 1, 2}, {3, 4, 5}}},
+      {"two files, the later steps first", {{3, 4, 5}, {0, 1, 2}}},
+      {"two files, steps alternating", {{0, 2, 4}, {1, 3, 5}}},
+      {"steps out of order", {{1, 0, 3, 2, 5, 4}}},
+      {"steps out of order, a gap filled last", {{0, 1, 3, 4, 5, 2}}},
+      {"steps reversed", {{5, 4, 3, 2, 1, 0}}},
+  };
+  for (const auto& layout : layouts) {
+    for (int altered : {-1, 0, 2, 3, 5}) {
+      INFO(layout.name << ", loss altered in step " << altered);
+      TempDir dir;
+      for (std::size_t f = 0; f < layout.files.size(); ++f) {
+        auto file = laid_out(lines, layout.files[f]);
+        const auto& steps = layout.files[f];
+        if (std::find(steps.begin(), steps.end(), altered) != steps.end()) alter_loss(file, altered);
+        dir.write("rank0-" + std::to_string(f) + ".jsonl", file);
+      }
+      const Certification c = certify(dir);
+      if (altered < 0) {
+        CHECK(c.certified());
+        continue;
+      }
+      // The altered step only: the next one is chained to its logged chain.
+      CHECK(c.total_violations() == 1);
+      REQUIRE(chain_mismatches(c) == 1);
+      CHECK(c.violations[0].step == altered);
+      CHECK_THAT(c.violations[0].message, Catch::Contains("its records give"));
+    }
+  }
+}
+
+TEST_CASE("a chain checked in step order holds no step of a log written in order") {
+  TempDir rec, dir;
+  dir.write("rank0.jsonl", recorded(rec, 0, 5));
+  const auto run = test_support::read_run(dir.path().string());
+  dtrace::log::ChainVerifier verifier;
+  std::vector<dtrace::log::ChainFinding> found;
+  for (const auto& step : run.steps) {
+    verifier.add(step, found);
+    CHECK(verifier.held() == 0);
+  }
+  verifier.finish(found);
+  CHECK(found.empty());
+}
+
+TEST_CASE("a resumed segment's chain starts anew at 0: no mismatch; in one file with the steps before it, a chain gap") {
+  TempDir rec, dir;
+  const auto stopped = recorded(rec, 0, 5);  // the run that stopped after step 2: its steps 0-2
+  const auto resumed = recorded(rec, 3, 5);  // the run resumed at step 3: chains from 0 there
+  const auto stopped_part = laid_out(stopped, {0, 1, 2});
+  SECTION("the resumed segment in a file of its own: a note, no violation") {
+    for (const char* name : {"z-resumed.jsonl", "a-resumed.jsonl"}) {  // read after or before the stopped file
+      TempDir run;
+      run.write("rank0.jsonl", stopped_part);
+      run.write(name, resumed);
+      const Certification c = certify(run);
+      CHECK(c.certified());
+      REQUIRE(c.notes.size() == 1);
+      CHECK_THAT(c.notes[0], Catch::Contains("rank 0: the chains start anew at step 3"));
+      CHECK_THAT(c.notes[0], Catch::Contains(run.file(name) + ":2"));
+    }
+  }
+  SECTION("a record changed in the resumed segment is still a chain mismatch") {
+    auto altered = resumed;
+    alter_loss(altered, 4);
+    dir.write("rank0.jsonl", stopped_part);
+    dir.write("rank0-resumed.jsonl", altered);
+    const Certification c = certify(dir);
+    CHECK(chain_mismatches(c) == 1);
+    CHECK(c.total_violations() == 1);
+  }
+  SECTION("the resumed steps written on in the stopped segment's file: a chain gap") {
+    auto one_file = stopped_part;
+    for (std::size_t i = 1; i < resumed.size(); ++i) one_file.push_back(resumed[i]);
+    one_file = laid_out(one_file, {0, 1, 2, 3, 4, 5});
+    dir.write("rank0.jsonl", one_file);
+    const Certification c = certify(dir);
+    CHECK(chain_mismatches(c) == 0);
+    const auto gaps = of_kind(c, ViolationKind::chain_gap);
+    REQUIRE(gaps.size() == 1);
+    CHECK(gaps[0].step == 3);
+    CHECK_THAT(gaps[0].message, Catch::Contains("starts anew at 0"));
+    CHECK(c.total_violations() == 1);
+  }
+}
+
+TEST_CASE("a wrong count is reported once, not also as the next step's chain mismatch") {
+  TempDir rec, dir;
+  auto lines = recorded(rec, 0, 3);
+  // Step 1's end record is line 7; its count is 2.
+  const std::string counted = R"("count":2)";
+  REQUIRE(lines[6].find(counted) != std::string::npos);
+  for (const char* wrong : {R"("count":3)", R"("count":1)"}) {
+    INFO(wrong);
+    auto edited = lines;
+    edited[6].replace(edited[6].find(counted), counted.size(), wrong);
+    dir.write("rank0.jsonl", edited);
+    const Certification c = certify(dir);
+    CHECK(count(c, ViolationKind::count_mismatch) == 1);
+    CHECK(c.total_violations() == 1);
+  }
+}
+
+TEST_CASE("every end record's line one off is a line mismatch at every step") {
+  TempDir rec, dir;
+  auto lines = recorded(rec, 0, 3);
+  static const std::regex line_field(R"("line":([0-9]+))");
+  for (auto& line : lines) {
+    std::smatch m;
+    if (std::regex_search(line, m, line_field)) {
+      line = std::regex_replace(line, line_field, "\"line\":" + std::to_string(std::stoi(m[1]) + 1));
+    }
+  }
+  dir.write("rank0.jsonl", lines);
+  const Certification c = certify(dir);
+  CHECK(count(c, ViolationKind::line_mismatch) == 4);
+  CHECK(c.total_violations() == 4);
 }
 
 TEST_CASE("run, level, env and config differences between files are violations") {

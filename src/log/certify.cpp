@@ -211,13 +211,23 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
                          " present"});
       return;
     case StepStatus::late:
-      // Without records, what came late is only a repeated end record.
+      // A second end record came: the step (or its end record) written again,
+      // which is one duplicate-step, its records not also late (dtrace-fp(5)).
+      if (step.declared_count >= 0) {
+        collector.add({ViolationKind::duplicate_step, step.rank, step.step,
+                       first != nullptr ? reader.location(*first) : std::string(),
+                       rank_step(step.rank, step.step) + ": " +
+                           (present == 0 ? std::string("ended twice: a second end record")
+                                         : "written twice: " +
+                                               plural(static_cast<std::uint64_t>(present), "record", "records") +
+                                               " and an end record") +
+                           " after the step was complete"});
+        return;
+      }
       collector.add({ViolationKind::late_records, step.rank, step.step,
                      first != nullptr ? reader.location(*first) : std::string(),
                      rank_step(step.rank, step.step) + ": " +
-                         (present == 0
-                              ? std::string("a second end record")
-                              : plural(static_cast<std::uint64_t>(present), "record", "records")) +
+                         plural(static_cast<std::uint64_t>(present), "record", "records") +
                          " after the end record had already counted the step complete"});
       return;
   }
@@ -225,17 +235,79 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
 
 // A chain is a claim about the records: a recorder that got it wrong would
 // let a diff that trusts chains skip a real divergence, so it is a violation.
-// A step already reported as miscounted or late is not checked twice.
-void check_chain(const Step& step, const ChainVerdict& verdict, const RunReader& reader,
-                 Collector& collector) {
-  if (verdict.kind != ChainVerdict::Kind::mismatch || step.status != StepStatus::complete) return;
-  const Record* first = step.records.empty() ? nullptr : &step.records.front();
-  collector.add({ViolationKind::chain_mismatch, step.rank, step.step,
-                 first != nullptr ? reader.location(*first) : std::string(),
-                 rank_step(step.rank, step.step) + ": end record's chain " +
-                     chain_hex(verdict.logged) + " is not the " + chain_hex(verdict.expected) +
-                     " its records give (chained to " + chain_hex(verdict.previous) + ")"});
-}
+// The chains are checked in each rank's step order (log::ChainVerifier), so
+// any valid layout of a run checks alike; this turns what it found into
+// violations and notes.
+class ChainReport {
+ public:
+  ChainReport(const RunReader& reader, Collector& collector) : reader_(reader), collector_(collector) {}
+
+  void add(std::vector<ChainFinding>& found) {
+    for (const ChainFinding& f : found) add(f);
+    found.clear();
+  }
+
+  // The resumed segments (no violation), at most kMaxListed of them named.
+  std::vector<std::string> notes() const {
+    std::vector<std::string> out = notes_;
+    if (resumed_ > notes_.size()) {
+      out.push_back(plural(resumed_ - notes_.size(), "more resumed segment", "more resumed segments") +
+                    " not listed");
+    }
+    return out;
+  }
+
+ private:
+  std::string where(const ChainFinding& f) const {
+    return f.line == 0 ? std::string() : reader_.files().at(f.file) + ":" + std::to_string(f.line);
+  }
+
+  static std::string chained_to(const ChainFinding& f) {
+    if (!f.previous_step) return "chained to 0: no earlier step";
+    return "chained to step " + std::to_string(*f.previous_step) + "'s " + chain_hex(f.previous);
+  }
+
+  void add(const ChainFinding& f) {
+    const std::string at = rank_step(f.rank, f.step);
+    const std::string before = f.previous_step ? "step " + std::to_string(*f.previous_step) : std::string();
+    switch (f.kind) {
+      case ChainFinding::Kind::mismatch:
+        collector_.add({ViolationKind::chain_mismatch, f.rank, f.step, where(f),
+                        at + ": end record's chain " + chain_hex(f.logged) + " is not the " + chain_hex(f.expected) +
+                            " its records give (" + chained_to(f) + ")"});
+        return;
+      case ChainFinding::Kind::misplaced:
+        collector_.add({ViolationKind::chain_mismatch, f.rank, f.step, where(f),
+                        at + ": end record's chain " + chain_hex(f.logged) + " is its records' chained to " +
+                            chain_hex(f.matched_from) + ", not to its closest earlier step, " + before + " (" +
+                            chain_hex(f.previous) + "), read after it"});
+        return;
+      case ChainFinding::Kind::gap:
+        collector_.add({ViolationKind::chain_gap, f.rank, f.step, where(f),
+                        at + ": end record carries no chain, after chained steps: the chains after it start anew "
+                             "and vouch for nothing before it (a diff that searches chains cannot see it)"});
+        return;
+      case ChainFinding::Kind::restart:
+        collector_.add({ViolationKind::chain_gap, f.rank, f.step, where(f),
+                        at + ": its chain starts anew at 0 in the file of its closest earlier step, " + before +
+                            ", which is chained: the chains from it on vouch for nothing before it (a diff that "
+                            "searches chains cannot see it)"});
+        return;
+      case ChainFinding::Kind::resumed:
+        if (++resumed_ <= Certification::kMaxListed) {
+          notes_.push_back("rank " + std::to_string(f.rank) + ": the chains start anew at step " +
+                           std::to_string(f.step) + " (" + where(f) + "), in another file than its closest earlier " +
+                           before + ": a resumed segment; its chains vouch for nothing before it");
+        }
+        return;
+    }
+  }
+
+  const RunReader& reader_;
+  Collector& collector_;
+  std::vector<std::string> notes_;
+  std::uint64_t resumed_ = 0;
+};
 
 // A line number is a claim a searched diff names records by (dtrace-fp(5),
 // field `line`): one that is not the end record's own line would name the
@@ -249,31 +321,6 @@ void check_line(const Step& step, const RunReader& reader, Collector& collector)
                  rank_step(step.rank, step.step) + ": end record says it is line " +
                      std::to_string(*step.logged_line) + ", it is line " + std::to_string(step.end_line)});
 }
-
-// A step without a chain after chained steps of its rank: the chains after it
-// start anew at 0 (dtrace-fp(5)) and vouch for nothing before it, so a diff
-// that searches chains would not see a difference there. Reported once per
-// gap, at its first step; steps before a rank's first chain (a log begun by
-// an older recorder) are no gap: the search sees that a first step has none.
-struct ChainGaps {
-  std::map<std::int32_t, bool> chained;  // per rank: a chained step seen, and no gap open since
-  void check(const Step& step, const RunReader& reader, Collector& collector) {
-    if (step.declared_count < 0) return;  // no end record: incomplete, reported as such
-    bool& open = chained[step.rank];
-    if (step.chain) {
-      open = true;
-      return;
-    }
-    if (!open) return;
-    open = false;
-    const Record* first = step.records.empty() ? nullptr : &step.records.front();
-    collector.add({ViolationKind::chain_gap, step.rank, step.step,
-                   first != nullptr ? reader.location(*first) : std::string(),
-                   rank_step(step.rank, step.step) +
-                       ": end record carries no chain, after chained steps: the chains after it start anew "
-                       "and vouch for nothing before it (a diff that searches chains cannot see it)"});
-  }
-};
 
 // Ranks 0..world_size-1 without a single line. world_size comes from a header
 // and may be large, so the walk stops listing (but not counting) early.
@@ -331,6 +378,7 @@ std::string_view violation_name(ViolationKind kind) {
     case ViolationKind::chain_mismatch: return "chain-mismatch";
     case ViolationKind::line_mismatch: return "line-mismatch";
     case ViolationKind::chain_gap: return "chain-gap";
+    case ViolationKind::duplicate_step: return "duplicate-step";
   }
   return "unknown";
 }
@@ -363,7 +411,8 @@ Result<Certification> certify_run(const std::string& path) {
 
   std::map<std::int32_t, IntervalSet> rank_steps;
   ChainVerifier chains;
-  ChainGaps gaps;
+  ChainReport chain_report(reader, collector);
+  std::vector<ChainFinding> found;
   while (true) {
     auto next = reader.next();
     if (!next) return next.error();
@@ -374,14 +423,17 @@ Result<Certification> certify_run(const std::string& path) {
     out.records += step.records.size();
     check_seq(step, reader, collector);
     check_status(step, reader, collector);
-    check_chain(step, chains.verify(step), reader, collector);
+    chains.add(step, found);
+    chain_report.add(found);
     check_line(step, reader, collector);
-    gaps.check(step, reader, collector);
   }
+  chains.finish(found);
+  chain_report.add(found);
   out.ranks_present = static_cast<std::int64_t>(rank_steps.size());
   check_ranks(rank_steps, out.world_size, path, collector);
   check_step_sets(rank_steps, out.steps, collector);
   out.notes = reader.notes();
+  for (auto& note : chain_report.notes()) out.notes.push_back(std::move(note));
   return out;
 }
 

@@ -4,10 +4,13 @@
 // lacks, so a damaged run can still "diff identical" over a subset of itself.
 // Certification says, before anyone relies on that, whether the run is whole:
 // every rank present with the same steps, every step complete with the right
-// count, seq strictly increasing, no record written twice, headers that agree
-// and a hash algorithm this dtrace knows. It streams the run, keeping per-rank
-// step sets and a bounded list of violations, so memory does not grow with the
-// length of the run.
+// count, seq strictly increasing, no record or step written twice, headers
+// that agree, a hash algorithm this dtrace knows, and chains and line numbers
+// that are what the records give. It streams the run, keeping per-rank step
+// sets, the chain checks' state (log::ChainVerifier: per rank a few words per
+// interval of its steps, plus the steps read before the steps they are
+// chained to) and a bounded list of violations, so memory does not grow with
+// the length of a run written in step order.
 #pragma once
 
 #include <array>
@@ -34,9 +37,10 @@ enum class ViolationKind : std::uint8_t {
   unknown_hash,        // a hash algorithm this dtrace cannot recompute
   chain_mismatch,      // an end record's chain that its records do not give (dtrace-fp(5))
   line_mismatch,       // an end record's `line` that is not the line it is on (dtrace-fp(5))
-  chain_gap,           // a step without a chain after chained steps of its rank (dtrace-fp(5))
+  chain_gap,           // the chains start anew at 0 within a rank's file, or after a chainless step
+  duplicate_step,      // a second end record for a step already complete: the step written twice
 };
-inline constexpr std::size_t kViolationKinds = 12;
+inline constexpr std::size_t kViolationKinds = 13;
 
 // Stable, hyphenated names used in reports and JSON ("rank-absent", ...).
 std::string_view violation_name(ViolationKind kind);
