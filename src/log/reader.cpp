@@ -25,12 +25,11 @@ namespace fs = std::filesystem;
 // A line longer than this is not a record a recorder wrote; refusing it keeps
 // memory bounded on garbage input.
 constexpr std::size_t kMaxLine = 16u << 20;
-constexpr std::size_t kReadSize = 1u << 20;
 // A file parked between visits (more files than the buffer budget holds)
 // reads again from where it stopped: reading a whole buffer then would re-read
 // and discard most of it on every visit, quadratic in the file's length. It
-// reads about twice what its last visit consumed instead.
-constexpr std::size_t kMinReadSize = 4096;
+// reads about twice what its last visit consumed instead, in whole
+// kMinReadSize pages (reader.hpp).
 
 // Descriptors one reader may hold by default. A parked file keeps its
 // descriptor while this allows, so a visit costs one pread instead of open,
@@ -371,6 +370,12 @@ void RunReader::skip_prefix(std::size_t file, Position resume, std::int32_t rank
   impl.skipped_rank[file] = rank;
   impl.skipped_owner[rank] = file;
   impl.handed_out[rank] = steps;
+  // The skipped steps were this file's lines up to `resume`: a declared file
+  // is held to its order from the last of them on, as if they had been read.
+  if (!steps.empty() && headers_.at(file).rank) {
+    impl.declared_last_step.at(file) = steps.max();
+    impl.declared_last_end.at(file) = steps.max();
+  }
 }
 RunReader::~RunReader() = default;
 
@@ -394,7 +399,7 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, cons
   // thousands of ranks keeps every buffer between visits and each visit reads
   // ahead for the next ones.
   const std::size_t share = limits.buffer_bytes / files->size() / kMinReadSize * kMinReadSize;
-  const std::size_t read_size = std::clamp(share, kMinReadSize, kReadSize);
+  const std::size_t read_size = std::clamp(share, kMinReadSize, kMaxReadSize);
   impl.max_buffered = std::max<std::size_t>(1, limits.buffer_bytes / read_size);
   // A file holding a buffer holds its descriptor: when descriptors are not
   // kept, the buffered files must fit the descriptor budget too (4,096 rank

@@ -23,12 +23,17 @@ namespace dtrace::log {
 
 class Intern;
 
+// The bounds of a file's reads and of all files' read buffers together, the
+// streaming reader's and watch's follower's alike (watch/follow.cpp).
+inline constexpr std::size_t kMinReadSize = 4096, kMaxReadSize = 1u << 20;
+inline constexpr std::size_t kReadBudget = 32u << 20;
+
 // What one reader may hold at once. The defaults suit any run; tests shrink
 // them to reach the paths a run of thousands of ranks takes.
 struct ReadLimits {
   // Read buffers, all files together. Each file's reads are its share (4 KiB
   // to 1 MiB); files beyond what the budget holds give theirs up between visits.
-  std::size_t buffer_bytes = 32u << 20;
+  std::size_t buffer_bytes = kReadBudget;
   // Descriptors; 0: a quarter of the process's limit. A run with more files
   // than this closes a file between visits and reopens it at the same place.
   std::size_t descriptors = 0;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "log/reader.hpp"
 #include "util/intervals.hpp"
 
 namespace dtrace::watch {
@@ -27,8 +28,8 @@ constexpr std::size_t kMaxLine = 16u << 20;
 // between. As log::RunReader's ReadLimits: memory for reading stays within
 // the budget however many rank files (4,096 files: 8 KiB each; a floor of
 // 16 KiB once held twice the budget there, tests/e2e/watch_scale.sh).
-constexpr std::size_t kBufferBudget = 32u << 20;
-constexpr std::size_t kMinChunk = 4u << 10, kMaxChunk = 1u << 20, kHeaderChunk = 4u << 10;
+constexpr std::size_t kBufferBudget = log::kReadBudget;
+constexpr std::size_t kMinChunk = log::kMinReadSize, kMaxChunk = log::kMaxReadSize, kHeaderChunk = 4u << 10;
 // New files are looked for this often (and whenever a poll finds none yet).
 constexpr auto kListingInterval = std::chrono::milliseconds(250);
 
