@@ -175,9 +175,15 @@ Result<Read> read_checked(RankFile& file, std::int64_t s, char side, std::int32_
   } else if (!step.chain) {
     why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) + " carries no chain";
   } else if (log::step_chain(read->chain_prev, step) != *step.chain) {
+    // A chain that starts anew from 0 after a chained step of its file is a
+    // restart the search cannot see past (dtrace check: chain-gap); any other
+    // is a chain that is not its records' (chain-mismatch). Neither is trusted.
+    const bool anew = read->chain_prev != 0 && log::step_chain(0, step) == *step.chain;
     why = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
-          ": its chained digest does not match its records (" + file.path() +
-          "; dtrace check reports it as chain-mismatch)";
+          (anew ? ": its chained digest starts anew after a chained step of its file (" + file.path() +
+                      "; dtrace check reports it as chain-gap)"
+                : ": its chained digest does not match its records (" + file.path() +
+                      "; dtrace check reports it as chain-mismatch)");
     mismatch = true;
   } else {
     why = read->unnumbered;

@@ -70,11 +70,12 @@ cp "$OUT" crashed.json
 run_dtrace 0 diff --stream --json "$TESTDATA/minitrain/same-a" crashed
 same_as_stream crashed.json "$OUT" || fail "a crashed run's searched diff differs from --stream"
 
-# An older recorder's chained log, without line numbers in its end records:
-# read in full, with a note, and the answer --stream gives.
+# An older recorder's chained log, without line numbers in its end records
+# nor a header declaring each file's rank: read in full, with a note, and the
+# answer --stream gives.
 OLD=$TESTDATA/search-old-no-line
 run_dtrace 1 diff --json "$OLD/a" "$OLD/b"
-json_true 'any("no line numbers in its end records (an older recorder)" in n for n in d["notes"])'
+json_true 'any("its header does not declare that it holds one rank" in n for n in d["notes"])'
 json_true 'd["first"]["a_location"].endswith("rank0.jsonl:78")'
 cp "$OUT" old.json
 run_dtrace 1 diff --stream --json "$OLD/a" "$OLD/b"
