@@ -95,6 +95,8 @@ struct Workload {
   std::function<int(char side, int rep)> isolated_outcome = [](char, int rep) { return rep % 2; };
   // The layer's recorded input follows the outcome too: no layer is an origin.
   bool layer_input_follows = false;
+  // The layer records no input at layer level: its differing output's role is unknown.
+  bool layer_input_unrecorded = false;
   // Inside the layer the kernel records never show the difference (a blind spot).
   bool kernels_blind = false;
   // add's output y, as captured, for each outcome.
@@ -172,7 +174,9 @@ struct Workload {
         lines.insert(lines.end(), inner.begin(), inner.end());
         if (v.count("DTRACE_CAPTURE")) write_capture(v.at("DTRACE_CAPTURE"), step, inner);
       } else {
-        lines.push_back({"fwd/layer.0", "layer", "in", "x", layer_input_follows ? kX + outcome : kX});
+        if (!layer_input_unrecorded) {
+          lines.push_back({"fwd/layer.0", "layer", "in", "x", layer_input_follows ? kX + outcome : kX});
+        }
         lines.push_back({"fwd/layer.0", "layer", "out", "y", y_digest(outcome)});
       }
       lines.push_back({"step", "loss", "metric", "loss", loss_bits(outcome)});
@@ -573,6 +577,17 @@ TEST_CASE("bisect's not-localized verdicts", "[bisect]") {
     CHECK(r.verdict == Verdict::not_localized);
     CHECK(r.reached.rfind("layer pass: the first layer-level difference, fwd/layer.0 layer in x, is a ", 0) == 0);
     CHECK(r.reached.find("no recorded layer introduces it") != std::string::npos);
+    CHECK(r.replays.size() == 2u);
+  }
+  SECTION("layer pass: the first difference's role is unknown (its layer records no input)") {
+    Bisect b;
+    b.workload.layer_input_unrecorded = true;
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::not_localized);
+    CHECK(r.layer.empty());
+    CHECK(r.reached ==
+          "layer pass: the first layer-level difference, fwd/layer.0 layer out y, is an unknown: no recorded layer "
+          "introduces it");
     CHECK(r.replays.size() == 2u);
   }
   SECTION("kernel pass: no op inside the layer differs") {

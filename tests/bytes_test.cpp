@@ -3,9 +3,10 @@
 // generated runs with a difference planted where the stage must stop (the
 // line across a block's end, the line before it, a timing record whose
 // identity differs, a compared record after timing records that differ, the
-// header, a truncated last line, a bad line both runs share, a rank in two
-// files, steps out of order), the streaming diff gives the same report, or
-// the same error, with and without skipping the shared prefixes.
+// header, a truncated last line, a bad line both runs share, an end record
+// miscounting its step, a rank in two files, steps out of order), the
+// streaming diff gives the same report, or the same error, with and without
+// skipping the shared prefixes.
 #include "diff/bytes.hpp"
 
 #include <catch2/catch.hpp>
@@ -348,5 +349,41 @@ TEST_CASE("byte stage: end records with a chain and a line number, and ones the 
     CHECK(shared_steps(c, d) == 30 + plan.steps);
     same_answer(c, d);
     CHECK(answer(c, d, false).rfind("error: ", 0) == 0);
+  }
+}
+
+TEST_CASE("byte stage: a step whose end record miscounts its records is excluded, never skipped") {
+  TempDir dir;
+  Plan plan;
+  plan.steps = 60;
+  // Rank 0's step 30 counts one record too many, in the writer's layout (the
+  // stage's own check) and with its fields in another order (the parser's);
+  // step 40 says its count in that order too, rightly, which the stage reads.
+  const std::string good = "\"end\":true,\"count\":" + std::to_string(plan.records + 1);
+  const std::string bad = "\"end\":true,\"count\":" + std::to_string(plan.records + 2);
+  const std::vector<std::pair<std::string, std::string>> ends = {
+      {good, bad}, {good + "}", "\"count\":" + std::to_string(plan.records + 2) + ",\"end\":true}"}};
+  for (std::size_t k = 0; k < ends.size(); ++k) {
+    Plan miscounted = plan;
+    miscounted.edit = [&](int rank, std::string& text) {
+      if (rank != 0) return;
+      const std::size_t s30 = text.find(good, text.find("{\"step\":30,\"rank\":0,\"end\""));
+      text.replace(s30, ends[k].first.size(), ends[k].second);
+      const std::size_t s40 = text.find(good + "}", text.find("{\"step\":40,\"rank\":0,\"end\""));
+      text.replace(s40, good.size() + 1, "\"count\":" + std::to_string(plan.records + 1) + ",\"end\":true}");
+    };
+    const std::string a = write_run(dir, "a" + std::to_string(k), miscounted);
+    miscounted.timing_salt = 13;
+    const std::string b = write_run(dir, "b" + std::to_string(k), miscounted);
+    INFO(ends[k].second);
+    // Rank 0 up to step 30, rank 1 whole.
+    CHECK(shared_steps(a, b) == 30 + plan.steps);
+    same_answer(a, b);
+    const std::string report = answer(a, b, false);
+    INFO(report);
+    for (const char* run : {"A", "B"}) {
+      CHECK(report.find(std::string("step 30 incomplete in run ") + run +
+                        " (no end record or a wrong count), excluded (rank 0)") != std::string::npos);
+    }
   }
 }

@@ -220,3 +220,26 @@ TEST_CASE("a capture must hold the inputs the next stage re-runs from", "[bisect
         "replay of run A (confirm): the workload ignored DTRACE_SCOPE=fwd/layer.1: it captured fwd/layer.2 gemm "
         "in x");
 }
+
+TEST_CASE("isolating a layer: its sub-scopes are inside, a layer its name prefixes is not", "[bisect][compliance]") {
+  TempDir dir;
+  make_capture(dir, captured_layer());
+  const Variables layer{{"DTRACE_REPLAY_STEP", "5"},       {"DTRACE_LEVEL", "kernel"},
+                        {"DTRACE_SCOPE", "fwd/layer.1"},    {"DTRACE_ISOLATE", "fwd/layer.1"},
+                        {"DTRACE_INPUTS", dir / "cap"},     {"DTRACE_REPEAT", "2"},
+                        {"DTRACE_OUT_DIR", dir / "out"}};
+  const Target target{"fwd/layer.1", "layer.1", 0};
+  std::vector<Rec> rep{{"fwd/layer.1", "layer.1", "in", "x", "00000000000000c0"},
+                       {"fwd/layer.1/attn", "gemm", "out", "y", kW},
+                       {"fwd/layer.1", "layer.1", "out", "y", "00000000000000d1"}};
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, rep) + step_lines(1, rep));
+  CHECK(verdict(Side{}, layer, target) == "");
+
+  // fwd/layer.10 starts with the bytes "fwd/layer.1" and is another layer.
+  rep.insert(rep.begin() + 1, Rec{"fwd/layer.10", "gemm", "out", "y", kW});
+  write_text(dir.path("out/replay.jsonl"), header("kernel") + step_lines(0, rep) + step_lines(1, rep));
+  CHECK(verdict(Side{}, layer, target) ==
+        "replay of run A (confirm): the workload ignored DTRACE_ISOLATE: it recorded 2 steps (steps 0-1) of 8 "
+        "records at scopes fwd/layer.1, fwd/layer.10, fwd/layer.1/attn instead of 2 repetitions of fwd/layer.1 "
+        "(step 0 holds fwd/layer.10 gemm out y)");
+}

@@ -298,6 +298,36 @@ TEST_CASE("a rank's status file ends with the process's exit code") {
   CHECK(test_support::file_text(out_dir + "/rank1.status").starts_with("exit 5 "));
 }
 
+TEST_CASE("a run written to its own run_dir ends each rank with its end marker") {
+  // No workflow variable: the program's own run directory (minitrain --out,
+  // dtrace_torch's run_dir) gets rank<r>.status beside rank<r>.jsonl, so
+  // `dtrace watch` ends the run when the job ends (dtrace-fp(5), The end of a run).
+  TempDir dir;
+  const std::string run = dir / "run";
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto recorder = Recorder::open(options_for(run, 1, 2), request_from({}));
+    record_step(*recorder, 0, std::vector<float>(4, 1.0f));
+    const bool running = test_support::file_text(run + "/rank1.status").starts_with("running ");
+    std::exit(running ? 0 : 3);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // "running" while it ran
+  CHECK(test_support::file_text(run + "/rank1.status").starts_with("exit 0 "));
+  CHECK(fs::exists(run + "/rank1.jsonl"));
+
+  // A replay never writes the run directory, its status included.
+  const std::string other = dir / "other";
+  const auto replay = request_from({{"DTRACE_REPLAY_STEP", "0"}, {"DTRACE_OUT", dir / "replay.jsonl"}});
+  auto recorder = Recorder::open(options_for(other, 0, 1), replay);
+  record_step(*recorder, 0, std::vector<float>(4, 1.0f));
+  CHECK_FALSE(fs::exists(other));
+}
+
 TEST_CASE("DTRACE_OUT replaces an empty placeholder but not a file with content") {
   TempDir dir;
   const std::string out = dir / "replay.jsonl";

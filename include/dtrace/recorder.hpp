@@ -201,7 +201,9 @@ class Recorder {
   // file shared by the ranks of one process, lines never torn), and
   // DTRACE_LEVEL overrides options.level.
   //   - normal run: <run_dir>/rank<r>.jsonl, created with run_dir; an existing
-  //     file is an error, never overwritten;
+  //     file is an error, never overwritten; beside it the rank's status
+  //     <run_dir>/rank<r>.status, as under DTRACE_OUT_DIR below (its "exit"
+  //     is the rank's end marker for `dtrace watch`);
   //   - DTRACE_OUT: that file (an existing empty file is replaced, one with
   //     content refused), kept open until the process exits so ranks opening
   //     and finishing at different times share it and its one header;

@@ -224,11 +224,13 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       s.note("restore", rep.reached);
       return std::optional<Suspect>{};
     }
+    // A receiver, or an unknown (no input recorded to tell): only an origin
+    // is a layer whose inputs match and outputs differ (dtrace(1), layer pass).
     if (m->role != diff::Role::origin) {
       rep.verdict = Verdict::not_localized;
       rep.reached = "layer pass: the first layer-level difference, " + m->scope + " " + m->op + " " + m->io +
-                    " " + m->name + ", is a " + std::string(diff::role_name(m->role)) +
-                    ": no recorded layer introduces it";
+                    " " + m->name + (m->role == diff::Role::unknown ? ", is an " : ", is a ") +
+                    std::string(diff::role_name(m->role)) + ": no recorded layer introduces it";
       return std::optional<Suspect>{};
     }
     rep.layer = m->scope;

@@ -12,6 +12,8 @@
 //   otherwise                    -> <run_dir>/rank<r>.jsonl, a new file, where
 //                                   DTRACE_RUN_DIR replaces run_dir (dtrace verify
 //                                   and tax place each run they start).
+// Beside a log in a directory of its own (DTRACE_OUT_DIR, the run directory)
+// goes the rank's status file, rank<r>.status, ending "exit CODE".
 #include "dtrace/recorder.hpp"
 
 #include <bit>
@@ -155,18 +157,27 @@ class RankRecorder final : public Recorder {
     const std::string header = header_line(options, level_, false);
     const std::string own_header = header_line(options, level_, true);
     const std::string rank_name = "rank" + std::to_string(rank_);
+    // The rank's status file goes beside its log, wherever the log is a run
+    // directory of its own: dtrace watches a replay or an arm it started
+    // through it, and `dtrace watch` ends a run at every rank's "exit"
+    // (man/dtrace-fp.5, The end of a run), so a job recorded with its own
+    // run_dir ends a watch at once rather than after --idle.
+    std::optional<std::string> status_dir = request.run_dir;
     if (request.out_dir) {
       create_directory(*request.out_dir, "DTRACE_OUT_DIR");
       log_ = LogSink::create((fs::path(*request.out_dir) / (rank_name + ".jsonl")).string(), own_header);
+      status_dir = request.out_dir;
     } else if (request.out) {
       log_ = LogSink::open_shared(*request.out, header, "DTRACE_OUT");
     } else if (!request.is_replay()) {
       log_ = LogSink::create(rank_file(options), own_header);
+      status_dir = request.run_dir ? *request.run_dir : options.run_dir;
     }
-    // dtrace watches each rank of a job it started through these.
-    if (const auto& dir = request.out_dir ? request.out_dir : request.run_dir) {
-      create_directory(*dir, request.out_dir ? "DTRACE_OUT_DIR" : "DTRACE_RUN_DIR");
-      status_.emplace((fs::path(*dir) / (rank_name + ".status")).string());
+    if (status_dir) {
+      create_directory(*status_dir, request.out_dir   ? "DTRACE_OUT_DIR"
+                                    : request.run_dir ? "DTRACE_RUN_DIR"
+                                                      : "run directory");
+      status_.emplace((fs::path(*status_dir) / (rank_name + ".status")).string());
     }
     if (request.capture) {
       create_directory(*request.capture, "DTRACE_CAPTURE");

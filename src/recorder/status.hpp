@@ -1,6 +1,8 @@
 // A rank's status file (dtrace-replay/1.1, man/dtrace-fp.5 "Several processes,
 // one replay"): the line by which dtrace, watching a replay it started through
-// a launcher, tells a rank that is working from one that failed or hangs.
+// a launcher, tells a rank that is working from one that failed or hangs,
+// and by which `dtrace watch` knows a rank of any run it follows has ended
+// ("The end of a run").
 //
 // "running PID STEP SEQ" from the moment the rank's recorder opens, refreshed
 // as it makes progress (dtrace names the rank furthest behind when a replay

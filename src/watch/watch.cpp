@@ -108,6 +108,7 @@ struct Watch::Side {
   std::set<std::int32_t> ranks;
   Clock::time_point last_growth = Clock::now();
   bool ended = false;
+  bool markers_seen = false;  // every rank's end marker, at the last check
   std::string end_reason;
 
   std::size_t pending_for(std::int32_t rank) const {
@@ -375,7 +376,13 @@ struct Watch::Impl {
     if (side.ended) return true;
     RunFollower& f = *side.follower;
     if (!f.has_header()) return false;
-    if (f.end_markers() && f.at_rest()) {
+    // A rank writes its lines before its end marker, but they may have landed
+    // after this poll looked: the run has ended at the first poll that finds
+    // nothing new once every marker is there.
+    const bool markers = f.end_markers();
+    const bool markers_before_poll = side.markers_seen;
+    side.markers_seen = markers;
+    if (markers && markers_before_poll && f.at_rest()) {
       side.end_reason = "every rank's end marker (rank<r>.status: exit)";
     } else if (f.all_ranks_seen() && f.at_rest() &&
                std::chrono::duration<double>(Clock::now() - side.last_growth).count() >= options.idle_seconds) {

@@ -2,8 +2,9 @@
 # The recorder's C API from Python through ctypes (Debian's /usr/bin/python3,
 # where a PyTorch binding runs): tests/capi/recorder_smoke.py opens a recorder,
 # records a step, closes it, and checks that bad calls give codes and messages;
-# `dtrace check` certifies the log it wrote, and the digest it computed with
-# dtrace_fingerprint_host is the one logged.
+# `dtrace check` certifies the log it wrote, the digest it computed with
+# dtrace_fingerprint_host is the one logged, and its exit left rank0.status
+# saying "exit 0".
 . "$(dirname "$0")/lib.sh"
 : "${BUILD_ROOT:?}" "${SOURCE_ROOT:?}"
 lib="$BUILD_ROOT/src/capi/libdtrace.so"
@@ -22,5 +23,9 @@ digest=$(sed -n 's/.*digest \([0-9a-f]*\)$/\1/p' "$OUT")
 grep -q "\"name\":\"y\".*\"hash\":\"$digest\"" "$WORK/run/rank0.jsonl" || fail "the logged digest is not $digest"
 run_dtrace 0 check "$WORK/run"
 out_has "certified"
+# Python's exit reached the rank's end marker beside its log, as dtrace_torch's
+# run_dir gets it (dtrace-fp(5), The end of a run).
+[ "$(head -c 7 "$WORK/run/rank0.status")" = "exit 0 " ] ||
+  fail "no end marker after Python exited: $(cat "$WORK/run/rank0.status" 2>&1)"
 [ ! -e "$WORK/run-never" ] || fail "a refused open created its run directory"
 echo ok

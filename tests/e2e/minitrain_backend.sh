@@ -27,7 +27,7 @@ if [ "${HAVE_CUDA:-0}" != 1 ]; then
     TMPDIR=$WORK expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks $ranks --out x
     grep -q "minitrain was built without CUDA" err.txt || fail "no message for a build without CUDA"
   done
-elif ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
+elif ! grep -q GPU <<<"$(nvidia-smi -L 2>/dev/null || true)"; then
   for ranks in 1 2; do
     TMPDIR=$WORK expect_status 2 "$MINITRAIN" "${tiny[@]}" --backend cuda --ranks $ranks --out x
     grep -q "minitrain: error: --backend cuda: .*cuda.*failed" err.txt ||
@@ -44,7 +44,8 @@ elif ! nvidia-smi -L 2>/dev/null | grep -q GPU; then
   for f in "$WORK"/replay/*.jsonl; do
     [ ! -s "$f" ] || fail "a failed multi-process replay wrote records: $f"
   done
-  ! ls "$WORK" | grep -q minitrain-nccl || fail "the launcher left its bootstrap directory"
+  # (a glob, not `ls | grep -q`: under pipefail grep's early exit can fail ls)
+  ! compgen -G "$WORK/*minitrain-nccl*" >/dev/null || fail "the launcher left its bootstrap directory"
 else
   "$MINITRAIN" "${tiny[@]}" --backend cuda --out gpu >/dev/null || fail "--backend cuda failed on a GPU"
   grep -q '"backend":"cuda"' gpu/rank0.jsonl || fail "the cuda run's config does not say so"

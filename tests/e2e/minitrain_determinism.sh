@@ -16,7 +16,7 @@ for ranks in 1 4; do
   done
 done
 # Each run is certified by dtrace check (above). Each rank wrote its own file, and the kernel level holds kernels of every kind of scope.
-[ "$(ls a-4-kernel | wc -l)" -eq 4 ] || fail "4 ranks should write 4 files"
+[ "$(ls a-4-kernel/*.jsonl | wc -l)" -eq 4 ] || fail "4 ranks should write 4 files"
 for scope in fwd/embed fwd/layer.1/attn fwd/layer.0/mlp fwd/head bwd/head bwd/layer.0/mlp bwd/embed comm/grad_allreduce opt; do
   grep -q "\"scope\":\"$scope\"" a-4-kernel/rank2.jsonl || fail "no records in scope $scope"
 done

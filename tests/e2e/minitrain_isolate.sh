@@ -29,5 +29,5 @@ DTRACE_ISOLATE=bwd/layer.1/attn::softmax_grad DTRACE_INPUTS="$WORK/cap" DTRACE_R
 ops=$(jq -r 'select(.scope) | .op' op.jsonl | sort -u)
 [ "$ops" = softmax_grad ] || fail "op isolation recorded ops: $ops"
 [ "$(jq -r 'select(.end) | .step' op.jsonl | sort -u | tr '\n' ' ')" = "0 1 " ] || fail "op isolation: wrong repetitions"
-[ "$(ls run)" = "$(printf 'rank0.jsonl\nrank1.jsonl')" ] || fail "isolation touched the run directory"
+[ "$(ls run)" = "$(printf 'rank0.jsonl\nrank0.status\nrank1.jsonl\nrank1.status')" ] || fail "isolation touched the run directory"
 echo ok

@@ -19,7 +19,10 @@ for step in 7 1; do  # from checkpoint 6 with one step fast-forwarded; from init
   expect_status 0 "$DTRACE" diff run "replay-$step.jsonl"
 done
 [ "$before" = "$(snapshot)" ] || fail "a replay changed the run directory or the checkpoints"
-ls "$WORK" | grep -vqE '^(run|ck|replay-[0-9]+\.jsonl|out\.txt|err\.txt)$' && fail "a replay wrote elsewhere: $(ls "$WORK")"
+# The listing is read whole (`ls | grep -q` under pipefail reads as no match
+# when grep's early exit kills ls with SIGPIPE).
+stray=$(ls "$WORK" | grep -vE '^(run|ck|replay-[0-9]+\.jsonl|out\.txt|err\.txt)$' || true)
+[ -z "$stray" ] || fail "a replay wrote elsewhere: $stray"
 
 # DTRACE_LEVEL overrides the run's level; DTRACE_SCOPE limits kernel records.
 DTRACE_REPLAY_STEP=2 DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/layer.1 DTRACE_OUT="$WORK/scoped.jsonl" "${argv[@]}" >/dev/null

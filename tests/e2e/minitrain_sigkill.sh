@@ -57,7 +57,11 @@ for delay in 0.2 0.45 0.7 1.1 1.6 2.4 checkpoint; do
     sleep "$delay"
   fi
   kill -KILL "$pid" 2>/dev/null || fail "minitrain ended before it was killed ($delay s)"
-  wait "$pid" 2>/dev/null || true
+  # A process that already exited is a zombie kill still reaches: its status
+  # says whether SIGKILL ended it (128 + 9) or it had ended by itself.
+  status=0
+  wait "$pid" 2>/dev/null || status=$?
+  [ "$status" = 137 ] || fail "minitrain was not ended by SIGKILL after $delay s (wait status $status)"
   killed=$((killed + 1))
   [ -d "$out" ] || continue
 
