@@ -131,9 +131,12 @@ std::vector<std::string> step_lines(const std::vector<std::string>& lines, int s
 }
 
 // A file of `lines`' header and the given steps in that order (a step may
-// repeat), each end record's `line` set to the line it is now on.
+// repeat), each end record's `line` set to the line it is now on. The header's
+// `rank` declaration (one rank in step order, dtrace-fp(5)) is dropped: these
+// are other writers' layouts, which the reader would hold to it.
 std::vector<std::string> laid_out(const std::vector<std::string>& lines, const std::vector<int>& steps) {
-  std::vector<std::string> out{lines.front()};
+  static const std::regex declared(R"(,"rank":[0-9]+)");
+  std::vector<std::string> out{std::regex_replace(lines.front(), declared, "")};
   static const std::regex line_field(R"("line":[0-9]+)");
   for (int s : steps) {
     for (const auto& line : step_lines(lines, s)) {
