@@ -48,6 +48,7 @@ struct RankSearch {
   std::int64_t steps_read = 0;
   std::optional<Mismatch> first;
   std::optional<std::int64_t> differs_at;  // the first step whose chains differ, once found
+  bool first_steps_vouched = false;  // both first steps chained and numbered (first_step_chained, _numbered)
   std::string collective;  // Classification::collective of the first mismatch
   std::set<std::string> collective_inputs_differing;  // at first->step
   std::uint64_t bytes_read = 0;
@@ -283,14 +284,19 @@ std::string first_step_numbered(RankFile& a, RankFile& b, std::int32_t rank) {
 // (complete, its chain its records', its end record's line number counted
 // from the previous one), so that the reader resumes after it at a known line;
 // `mismatch` is set when its chain is not its records'.
+// `first_vouched`: search_rank already found both first steps chained and
+// numbered, which is then not read again.
 std::optional<SharedPrefix> vouched_prefix(RankFile& a, RankFile& b, std::int32_t rank,
                                            std::optional<std::int64_t> below, const StepWindow& window,
-                                           std::uint32_t file_a, std::uint32_t file_b, bool& mismatch) {
+                                           std::uint32_t file_a, std::uint32_t file_b, bool first_vouched,
+                                           bool& mismatch) {
   auto first_a = a.first_line(), first_b = b.first_line();
   if (!first_a || !first_b || !*first_a || !*first_b) return std::nullopt;
   const std::int64_t s0 = (*first_a)->step();
   if ((*first_b)->step() != s0 || (*first_a)->rank() != rank || (*first_b)->rank() != rank) return std::nullopt;
-  if (!first_step_chained(a, b, rank).empty() || !first_step_numbered(a, b, rank).empty()) return std::nullopt;
+  if (!first_vouched && (!first_step_chained(a, b, rank).empty() || !first_step_numbered(a, b, rank).empty())) {
+    return std::nullopt;
+  }
   auto last_a = a.last_whole_line(), last_b = b.last_whole_line();
   if (!last_a || !last_b || !*last_a || !*last_b) return std::nullopt;
   std::int64_t hi = std::min((*last_a)->step(), (*last_b)->step());
@@ -373,6 +379,7 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
   }
   if (std::string why = first_step_chained(a, b, rank); !why.empty()) return fail(why);
   if (std::string why = first_step_numbered(a, b, rank); !why.empty()) return fail(why);
+  out.first_steps_vouched = true;
   std::int64_t lo = std::max(start_a, window.first), hi = std::min(end_a, window.last);
   out.first_step = lo;
   out.last_step = hi;
@@ -580,7 +587,7 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
       if (!a || !b) return;
       bool mismatch = false;
       found[i] = vouched_prefix(**a, **b, x.rank, x.differs_at, window, files_a.index.at(x.rank),
-                                files_b.index.at(x.rank), mismatch);
+                                files_b.index.at(x.rank), x.first_steps_vouched, mismatch);
       if (mismatch) lied = true;
       bytes += (*a)->bytes_read() + (*b)->bytes_read();
     });
