@@ -1,6 +1,7 @@
 #include "launcher.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,11 +119,33 @@ int launch_processes(const Config& config, const std::string& executable, char**
     envps.back().push_back(nullptr);
   }
 
+  // A signal between fork and exec must not run a handler the process set (a
+  // test framework's, which may malloc: a forked child of a threaded process
+  // then deadlocks, seen in minitrain_launcher_test on a loaded machine, a
+  // rank SIGTERMed as its sibling failed). As posix_spawn's SETSIGDEF: every
+  // signal is blocked across fork, and the child sets each handled one back
+  // to its default (ignored ones stay ignored, as exec keeps them) before it
+  // unblocks them.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
   std::vector<pid_t> children;
   for (int r = 0; r < config.ranks; ++r) {
     const pid_t pid = fork();
     if (pid < 0) break;
     if (pid == 0) {
+      for (int s = 1; s < NSIG; ++s) {
+        struct sigaction current {};
+        if (sigaction(s, nullptr, &current) != 0 || current.sa_handler == SIG_IGN ||
+            current.sa_handler == SIG_DFL) {
+          continue;
+        }
+        struct sigaction reset {};
+        reset.sa_handler = SIG_DFL;
+        sigemptyset(&reset.sa_mask);
+        sigaction(s, &reset, nullptr);
+      }
+      sigprocmask(SIG_SETMASK, &before, nullptr);
       const std::string& stderr_file = stderr_files[static_cast<std::size_t>(r)];
       if (!stderr_file.empty()) {
         const int fd = open(stderr_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -133,6 +156,7 @@ int launch_processes(const Config& config, const std::string& executable, char**
     }
     children.push_back(pid);
   }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   bool failed = children.size() != static_cast<std::size_t>(config.ranks);
   int ran_nothing = 0;
   std::size_t running = children.size();
