@@ -1,6 +1,7 @@
 #include "replay/runner.hpp"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -74,6 +75,42 @@ TEST_CASE("runner leaves no process of the workload running, in its group or esc
   }
   CHECK_FALSE(still_runs(dir / "child"));
   CHECK_FALSE(still_runs(dir / "escaped"));
+}
+
+TEST_CASE("runner kills a process that left the replay by setsid and an empty environment, not ours from before") {
+  dtrace::test::TempDir dir;
+  // Children of ours from before the replay: one running, one ended and not
+  // yet waited for. Neither is the replay's to kill or to reap.
+  const pid_t running = ::fork();
+  REQUIRE(running >= 0);
+  if (running == 0) {
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const pid_t ended = ::fork();
+  REQUIRE(ended >= 0);
+  if (ended == 0) ::_exit(7);
+  // A new session, then execve with an empty environment: nothing of the
+  // replay's group or of its DTRACE_REPLAY_TAG is left on it. The workload
+  // ends only once the process has written its pid (no race with its start).
+  const std::string pid_file = dir / "bare";
+  const std::string script = "setsid /bin/sh -c 'echo $$ >" + pid_file + ".new; mv " + pid_file + ".new " +
+                             pid_file + "; exec env -i /bin/sleep 1000' </dev/null >/dev/null 2>&1 & " +
+                             "while ! test -s " + pid_file + "; do sleep 0.01; done";
+  auto outcome = run(Command{{"/bin/sh", "-c", script}, {}, "", 60, ""});
+  REQUIRE(outcome.ok());
+  CHECK(outcome->ok());
+  CHECK_FALSE(still_runs(pid_file));
+  // Ours are still there: the running one runs, the ended one is still ours to wait for.
+  std::ifstream stat("/proc/" + std::to_string(running) + "/stat");
+  std::string skip, state;
+  CHECK((stat >> skip >> skip >> state));
+  CHECK(state != "Z");
+  ::kill(running, SIGKILL);
+  int status = 0;
+  CHECK(::waitpid(running, &status, 0) == running);
+  CHECK(::waitpid(ended, &status, 0) == ended);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 7));
 }
 
 TEST_CASE("runner stops the workload when dtrace is asked to stop, and says so") {
