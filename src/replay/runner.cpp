@@ -479,33 +479,46 @@ std::string rank_list(const std::vector<const RankFault*>& faults) {
   return out;
 }
 
-// Every process below ours (children, theirs, ...) with its parent and state,
-// from /proc, leaving out the subtrees of the processes in `skip`.
+// Every process below ours (children, theirs, ...) with its parent, state and
+// start time, from /proc, leaving out the subtrees of the processes in `skip`.
 struct Descendant {
   pid_t pid = 0;
   pid_t parent = 0;
   char state = '?';
+  unsigned long long start = 0;  // clock ticks after boot: a pid and it name one process
 };
 
-std::vector<Descendant> descendants(const std::set<pid_t>& skip) {
+// A process as /proc/PID/stat describes it now; nullopt when it is gone.
+std::optional<Descendant> describe_process(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;  // gone meanwhile
+  const auto close = text.rfind(')');  // the command name may hold spaces and ')'
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  Descendant process;
+  process.pid = pid;
+  std::string state, skip;
+  if (!(fields >> state >> process.parent) || state.empty()) return std::nullopt;
+  process.state = state[0];
+  // Fields 5 (pgrp) to 21 (itrealvalue), then 22: starttime.
+  for (int field = 5; field <= 21; ++field) fields >> skip;
+  if (!(fields >> process.start)) return std::nullopt;
+  return process;
+}
+
+using ProcessKey = std::pair<pid_t, unsigned long long>;  // pid and start time
+
+std::vector<Descendant> descendants(const std::set<ProcessKey>& skip) {
   namespace fs = std::filesystem;
   std::multimap<pid_t, Descendant> by_parent;
   std::error_code ec;
   for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(it->path() / "stat");
-    std::string text;
-    if (!std::getline(in, text)) continue;  // gone meanwhile
-    const auto close = text.rfind(')');  // the command name may hold spaces and ')'
-    if (close == std::string::npos) continue;
-    std::istringstream fields(text.substr(close + 1));
-    Descendant process;
-    process.pid = static_cast<pid_t>(std::stol(name));
-    std::string state;
-    if (!(fields >> state >> process.parent) || state.empty()) continue;
-    process.state = state[0];
-    by_parent.emplace(process.parent, process);
+    if (name.empty() || name.size() > 9 || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (auto process = describe_process(static_cast<pid_t>(std::stol(name)))) {
+      by_parent.emplace(process->parent, *process);
+    }
   }
   std::vector<Descendant> out;
   std::vector<pid_t> parents{::getpid()};
@@ -514,7 +527,7 @@ std::vector<Descendant> descendants(const std::set<pid_t>& skip) {
     parents.pop_back();
     const auto [first, last] = by_parent.equal_range(parent);
     for (auto it = first; it != last; ++it) {
-      if (skip.contains(it->second.pid)) continue;
+      if (skip.contains({it->second.pid, it->second.start})) continue;
       out.push_back(it->second);
       parents.push_back(it->second.pid);
     }
@@ -522,10 +535,26 @@ std::vector<Descendant> descendants(const std::set<pid_t>& skip) {
   return out;
 }
 
-std::set<pid_t> pids_of(const std::vector<Descendant>& processes) {
-  std::set<pid_t> out;
-  for (const Descendant& process : processes) out.insert(process.pid);
+std::set<ProcessKey> keys_of(const std::vector<Descendant>& processes) {
+  std::set<ProcessKey> out;
+  for (const Descendant& process : processes) out.insert({process.pid, process.start});
   return out;
+}
+
+// Sends SIGKILL to PROCESS, found below ours by a walk of /proc, and to no
+// other: a grandchild may be reaped by its parent between the walk and the
+// kill and its pid taken by a process that is not ours. A pidfd names one
+// process for good; the one it names is PROCESS when its start time is the
+// walk's. Without pidfds (before Linux 5.3: ENOSYS), kill(2). Whether the
+// signal was sent (not when the process is gone or not ours to signal).
+bool kill_exactly(const Descendant& process) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, process.pid, 0));
+  if (fd < 0) return errno == ENOSYS && ::kill(process.pid, SIGKILL) == 0;
+  const auto now = describe_process(process.pid);
+  const bool sent = now && now->start == process.start &&
+                    ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0) == 0;
+  ::close(fd);
+  return sent;
 }
 
 // Kills every process below ours but those in `keep` (there before the replay
@@ -533,19 +562,24 @@ std::set<pid_t> pids_of(const std::vector<Descendant>& processes) {
 // (PR_SET_CHILD_SUBREAPER), so a process that detaches however it can (a new
 // session, a double fork, an environment emptied of the replay's tag) stays
 // below dtrace until it ends: an orphan comes to dtrace, not to init. Again
-// until none is left, since a process may fork while it is being looked for.
-void kill_descendants(const std::set<pid_t>& keep) {
+// until none is left, since a process may fork while it is being looked for;
+// one that cannot be signalled (another user's: EPERM) or that will not die is
+// given up after 10 s.
+void kill_descendants(const std::set<ProcessKey>& keep) {
   const pid_t self = ::getpid();
-  for (int round = 0; round < 1000; ++round) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < give_up) {
     bool left = false;
     for (const Descendant& process : descendants(keep)) {
-      left = true;
-      if (process.state == 'Z' || process.state == 'X') {
-        // Ours to reap; another's zombie comes to us once its parent is killed.
-        if (process.parent == self) ::waitpid(process.pid, nullptr, WNOHANG);
-      } else {
-        ::kill(process.pid, SIGKILL);
+      if (process.state == 'X') continue;
+      if (process.state == 'Z' && process.parent == self && ::waitpid(process.pid, nullptr, WNOHANG) == process.pid) {
+        left = true;  // ours, reaped
+        continue;
       }
+      // A zombie not yet ours (its parent, killed, passes it on to us), or a
+      // leader that ended before its threads, is signalled too: until it is
+      // gone, it keeps us going.
+      if (kill_exactly(process)) left = true;
     }
     if (!left) return;
     ::usleep(1000);
@@ -634,7 +668,7 @@ Result<Outcome> run(const Command& command) {
   // Whatever the replay starts stays below us (orphans come to us, not to
   // init) and is killed at its end; processes below us before it are not its.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  const std::set<pid_t> before = pids_of(descendants({}));
+  const std::set<ProcessKey> before = keys_of(descendants({}));
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) return Error{std::string("cannot fork: ") + std::strerror(errno)};
