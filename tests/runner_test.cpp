@@ -186,6 +186,26 @@ TEST_CASE("runner names the rank that wrote its failure before the launcher kill
   CHECK(answer == 0);
 }
 
+TEST_CASE("runner orders a written exit by the file's mtime when its TIME is not nanoseconds of the clock") {
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "";
+  // Rank 0 writes "exit 1 TIME" (TIME half a second back), then rank 1
+  // "exit 3 TIME" with TIME in seconds, as a recorder that got the unit wrong
+  // would (or a line read torn): taken as nanoseconds it put rank 1 first.
+  const std::string launcher = "kill -STOP $PPID; t=$(date +%s%N); echo \"exit 1 $((t - 500000000))\" >" + d +
+                               "rank0.status.new; mv " + d + "rank0.status.new " + d + "rank0.status; " +
+                               "echo \"exit 3 $(date +%s)\" >" + d + "rank1.status.new; mv " + d +
+                               "rank1.status.new " + d + "rank1.status; kill -CONT $PPID; exec sleep 1000";
+  const int answer = in_child(true, [&] {
+    auto outcome = run(Command{{"/bin/sh", "-c", launcher}, {}, "", 60, d});
+    if (!outcome.ok()) return 1;
+    if (outcome->faults.size() != 2) return 2;
+    if (outcome->faults.front().rank != 0 || outcome->faults.front().code != 1) return 3;
+    return 0;
+  });
+  CHECK(answer == 0);
+}
+
 TEST_CASE("runner kills a process that left the replay without pidfds too (kill(2))") {
   dtrace::test::TempDir dir;
   const std::string pid_file = dir / "bare";

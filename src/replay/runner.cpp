@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -164,7 +165,13 @@ std::optional<RankStatus> read_status(const std::filesystem::path& file, int ran
   if (::stat(file.c_str(), &info) == 0) {
     status.changed_ns = std::int64_t{info.st_mtim.tv_sec} * 1'000'000'000 + info.st_mtim.tv_nsec;
   }
-  if (status.exited && status.exit_ns == 0) status.exit_ns = status.changed_ns;  // an older recorder's line
+  // An older recorder's line has no TIME; one more than a second from the
+  // file's mtime, which the same write set, is not nanoseconds of this clock
+  // (seconds, say, or a line read torn): the mtime stands for it.
+  if (status.exited && (status.exit_ns == 0 || status.changed_ns == 0 ||
+                        std::abs(status.exit_ns - status.changed_ns) > 1'000'000'000)) {
+    status.exit_ns = status.changed_ns;
+  }
   return status;
 }
 
