@@ -24,6 +24,15 @@ err_has "rank 1's stderr ends with:"
 err_has "rank 1: leaving the replay with status 3"
 grep -q "launcher's stderr" "$ERR" && fail "the launcher's stderr is shown beside rank 1's own"
 
+# torchrun ends ranks 0 and 2 (SIGTERM) while dtrace is stopped: all three
+# have failed when it looks, rank 1 having written its exit first and the
+# others killed after it (named by their status files' modification times,
+# their last progress, rank 0 or 2 came first).
+MP_EXIT_RANK=1 MP_OWN_STDERR=1 MP_STOP_DTRACE=1 run_dtrace 2 bisect --replay "$REPLAY" --timeout 120 a b
+grep -qE "failed: rank 1 exited with status 3 \(then ranks (0, 2|2, 0) failed too\)" "$ERR" ||
+  fail "rank 1 not named first of the three: $(head -1 "$ERR")"
+err_has "rank 1's stderr ends with:"
+
 MP_EXIT_RANK=1 run_dtrace 2 bisect --replay "$REPLAY" --timeout 120 a b
 err_has "failed: rank 1 exited with status 3"
 err_has "rank 1 wrote no rank1.stderr; the launcher's stderr ends with:"

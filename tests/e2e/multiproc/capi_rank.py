@@ -8,10 +8,16 @@ Opens a recorder for RANK of WORLD_SIZE and begins the replayed step. Rank
 MP_EXIT_RANK then says so on its stderr and exits 3 (sys.exit: the recorder
 writes its exit); the others wait, as ranks wait for a peer in a collective,
 until they are killed. With MP_OWN_STDERR=1 each rank first sends its stderr
-to DTRACE_OUT_DIR/rank<r>.stderr, as dtrace-fp(5) allows.
+to DTRACE_OUT_DIR/rank<r>.stderr, as dtrace-fp(5) allows. With
+MP_STOP_DTRACE=1 rank MP_EXIT_RANK waits until dtrace watches every rank's
+process (a pidfd in its fdinfo), stops dtrace (SIGSTOP) and leaves a helper
+that continues it once torchrun has ended the other ranks: when dtrace looks
+again all three have failed, rank 1 first, whatever the machine's load.
 """
 import ctypes
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -52,7 +58,70 @@ recorder = handle()
 if lib.dtrace_recorder_open(ctypes.byref(options), ctypes.byref(recorder)) != 0:
     sys.exit(f"rank {rank}: {lib.dtrace_recorder_last_error(recorder).decode()}")
 lib.dtrace_recorder_begin_step(recorder, int(os.environ.get("DTRACE_REPLAY_STEP", "0")))
+
+
+def dtrace_pid():
+    """The dtrace running the replay: the nearest ancestor named dtrace."""
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+        if text[text.index("(") + 1 : text.rindex(")")] == "dtrace":
+            return pid
+        pid = int(text[text.rindex(")") + 2 :].split()[1])
+    sys.exit(f"rank {rank}: no dtrace above this process")
+
+
+def rank_pids():
+    """Each rank's process, once every rank's status file says "running PID"."""
+    while True:
+        pids = []
+        for r in range(world):
+            try:
+                words = open(f"{out_dir}/rank{r}.status").read().split()
+            except OSError:
+                words = []
+            if len(words) >= 2 and words[0] == "running":
+                pids.append(words[1])
+        if len(pids) == world:
+            return pids
+        time.sleep(0.01)
+
+
+def stop_dtrace_until_the_others_end():
+    dtrace = dtrace_pid()
+    pids = rank_pids()
+    fdinfo = f"/proc/{dtrace}/fdinfo"
+    while True:  # until dtrace holds a pidfd on every rank's process
+        watched = set()
+        for fd in os.listdir(fdinfo):
+            try:
+                watched.update(line.split()[1] for line in open(f"{fdinfo}/{fd}") if line.startswith("Pid:"))
+            except (OSError, IndexError):
+                pass
+        if set(pids) <= watched:
+            break
+        time.sleep(0.01)
+    os.kill(dtrace, signal.SIGSTOP)
+    others = [p for r, p in enumerate(pids) if r != rank]
+    helper = (
+        "import os, signal, sys, time\n"
+        "def gone(pid):\n"
+        "    try:\n"
+        "        return open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] in 'ZX'\n"
+        "    except OSError:\n"
+        "        return True\n"
+        "while not all(gone(p) for p in sys.argv[2:]):\n"
+        "    time.sleep(0.01)\n"
+        "os.kill(int(sys.argv[1]), signal.SIGCONT)\n"
+    )
+    subprocess.Popen([sys.executable, "-c", helper, str(dtrace), *others], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
 if os.environ.get("MP_EXIT_RANK") == str(rank):
+    if os.environ.get("MP_STOP_DTRACE") == "1":
+        stop_dtrace_until_the_others_end()
     print(f"rank {rank}: leaving the replay with status 3", file=sys.stderr, flush=True)
     sys.exit(3)
 time.sleep(1000)
