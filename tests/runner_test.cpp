@@ -127,27 +127,29 @@ TEST_CASE("runner kills a process that left the replay by setsid and an empty en
 
 namespace {
 
-// Makes pidfd_open(2) and pidfd_send_signal(2) fail with ENOSYS in this
-// process and what it starts, as on a kernel before Linux 5.3.
-bool without_pidfds() {
+// Makes pidfd_open(2) and pidfd_send_signal(2) fail with ERROR in this
+// process and what it starts: ENOSYS as on a kernel before Linux 5.3, EMFILE as
+// when the process has used up its descriptors.
+bool without_pidfds(int error) {
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 2, 0),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_send_signal, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | static_cast<unsigned>(error)),
   };
   sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
 }
 
 // BODY's answer (0 for all is well, else which check failed), in a process of
-// its own without pidfds when PIDFDS is false (the filter cannot be undone).
-int in_child(bool pidfds, const std::function<int()>& body) {
+// its own where pidfds fail with ERROR when PIDFDS is false (the filter cannot
+// be undone).
+int in_child(bool pidfds, const std::function<int()>& body, int error = ENOSYS) {
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    if (!pidfds && !without_pidfds()) ::_exit(100);
+    if (!pidfds && !without_pidfds(error)) ::_exit(100);
     if (!pidfds && ::syscall(SYS_pidfd_open, ::getpid(), 0) != -1) ::_exit(101);
     ::_exit(body());
   }
@@ -207,6 +209,8 @@ TEST_CASE("runner orders a written exit by the file's mtime when its TIME is not
 }
 
 TEST_CASE("runner kills a process that left the replay without pidfds too (kill(2))") {
+  const int error = GENERATE(ENOSYS, EMFILE);
+  CAPTURE(error);
   dtrace::test::TempDir dir;
   const std::string pid_file = dir / "bare";
   const std::string script = "setsid /bin/sh -c 'echo $$ >" + pid_file + ".new; mv " + pid_file + ".new " +
@@ -220,7 +224,7 @@ TEST_CASE("runner kills a process that left the replay without pidfds too (kill(
     if (bare <= 0) return 2;
     if (::kill(bare, 0) == 0) return 3;  // still there, running or a zombie
     return 0;
-  });
+  }, error);
   CHECK(answer == 0);
 }
 

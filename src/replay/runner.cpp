@@ -552,11 +552,13 @@ std::set<ProcessKey> keys_of(const std::vector<Descendant>& processes) {
 // other: a grandchild may be reaped by its parent between the walk and the
 // kill and its pid taken by a process that is not ours. A pidfd names one
 // process for good; the one it names is PROCESS when its start time is the
-// walk's. Without pidfds (before Linux 5.3: ENOSYS), kill(2). Whether the
-// signal was sent (not when the process is gone or not ours to signal).
+// walk's. Without a pidfd (before Linux 5.3: ENOSYS; out of descriptors, with
+// a pidfd held on each of many ranks: EMFILE), kill(2): a process left running
+// is the worse mistake. Whether the signal was sent (not when the process is
+// gone or not ours to signal).
 bool kill_exactly(const Descendant& process) {
   const int fd = static_cast<int>(::syscall(SYS_pidfd_open, process.pid, 0));
-  if (fd < 0) return errno == ENOSYS && ::kill(process.pid, SIGKILL) == 0;
+  if (fd < 0) return errno != ESRCH && ::kill(process.pid, SIGKILL) == 0;
   const auto now = describe_process(process.pid);
   const bool sent = now && now->start == process.start &&
                     ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0) == 0;
