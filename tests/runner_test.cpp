@@ -4,6 +4,7 @@
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -203,6 +204,36 @@ TEST_CASE("runner orders a written exit by the file's mtime when its TIME is not
     if (!outcome.ok()) return 1;
     if (outcome->faults.size() != 2) return 2;
     if (outcome->faults.front().rank != 0 || outcome->faults.front().code != 1) return 3;
+    return 0;
+  });
+  CHECK(answer == 0);
+}
+
+TEST_CASE("runner reads the ranks' exits with more ranks than it has descriptors") {
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "ranks";
+  // 80 ranks, each a sleep, appear at once (their directory renamed into
+  // place) to a dtrace limited to 64 descriptors; once it has looked (it holds
+  // 16 pidfds), rank 79 writes "exit 3" and the launcher exits 0. A pidfd on
+  // every rank took all the descriptors: the exit went unread (the replay
+  // passed) and the /proc walk at its end failed (the sleeps ran on).
+  const std::string launcher =
+      "mkdir " + d + ".new; i=0; while [ $i -lt 80 ]; do sleep 1000 & echo \"running $!\" >" + d +
+      ".new/rank$i.status; i=$((i + 1)); done; mv " + d + ".new " + d + "; " +
+      "while [ \"$(grep -l '^Pid:' /proc/$PPID/fdinfo/* 2>/dev/null | wc -l)\" -lt 16 ]; do sleep 0.01; done; " +
+      "echo \"exit 3 $(date +%s%N)\" >" + d + "/rank79.new; mv " + d + "/rank79.new " + d + "/rank79.status";
+  const int answer = in_child(true, [&] {
+    const rlimit limit{64, 64};
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
+    auto outcome = run(Command{{"/bin/sh", "-c", launcher}, {}, "", 60, d});
+    if (!outcome.ok()) return 1;
+    if (outcome->faults.empty()) return 2;
+    if (outcome->faults.front().rank != 79 || outcome->faults.front().code != 3) return 3;
+    std::ifstream first(d + "/rank0.status");
+    std::string word;
+    pid_t sleeper = 0;
+    if (!(first >> word >> sleeper) || sleeper <= 0) return 4;
+    if (::kill(sleeper, 0) == 0) return 5;
     return 0;
   });
   CHECK(answer == 0);

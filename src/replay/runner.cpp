@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -259,15 +260,16 @@ std::int64_t wall_ns() {
 // happen, whoever reaps the process (the launcher does): so the order in which
 // the watched ranks ended is exact, however fast a launcher that stops the
 // others after the first failure follows it, and none of the ranks needs to
-// write anything. Without pidfds nothing is watched (failed_ranks says how the
-// ranks are then ordered).
+// write anything. Without pidfds nothing is watched, and past a quarter of
+// the process's descriptors no more ranks are (failed_ranks says how the
+// unwatched ranks are then ordered).
 class RankWatch {
  public:
   struct End {
     std::size_t position = 0;  // 0 for the first watched process that ended, ...
     std::int64_t seen_ns = 0;  // when dtrace took it from the queue (wall clock)
   };
-  RankWatch() : epoll_(::epoll_create1(EPOLL_CLOEXEC)) {}
+  RankWatch() : epoll_(::epoll_create1(EPOLL_CLOEXEC)), most_(most_pidfds()) {}
   ~RankWatch() {
     for (const auto& [pid, fd] : pidfds_) ::close(fd);
     if (epoll_ >= 0) ::close(epoll_);
@@ -286,7 +288,7 @@ class RankWatch {
     if (epoll_ < 0 || pid <= 0 || pidfds_.contains(pid) || ends_.contains(pid) || unwatched_.contains(pid)) {
       return;
     }
-    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+    const int fd = pidfds_.size() < most_ ? static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)) : -1;
     if (fd < 0) {
       unwatched_.insert(pid);
       return;
@@ -351,12 +353,22 @@ class RankWatch {
   }
 
  private:
+  // A quarter of the process's descriptors at most: dtrace still has to open
+  // the ranks' status files and walk /proc with the rest (a pidfd on each of
+  // more ranks than that took them all, and then a rank's exit went unread).
+  static std::size_t most_pidfds() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+    return limit.rlim_cur == RLIM_INFINITY ? 4096 : std::min<std::size_t>(limit.rlim_cur / 4, 4096);
+  }
+
   static bool readable(int fd) {
     pollfd p{fd, POLLIN, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
   }
 
   int epoll_ = -1;
+  std::size_t most_ = 0;
   std::size_t next_position_ = 0;
   std::map<long, int> pidfds_;
   std::map<long, End> ends_;
