@@ -1,10 +1,18 @@
 #include "replay/runner.hpp"
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstddef>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -74,6 +82,184 @@ TEST_CASE("runner leaves no process of the workload running, in its group or esc
   }
   CHECK_FALSE(still_runs(dir / "child"));
   CHECK_FALSE(still_runs(dir / "escaped"));
+}
+
+TEST_CASE("runner kills a process that left the replay by setsid and an empty environment, not ours from before") {
+  dtrace::test::TempDir dir;
+  // Children of ours from before the replay: one running, one ended and not
+  // yet waited for. Neither is the replay's to kill or to reap.
+  const pid_t running = ::fork();
+  REQUIRE(running >= 0);
+  if (running == 0) {
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const pid_t ended = ::fork();
+  REQUIRE(ended >= 0);
+  if (ended == 0) ::_exit(7);
+  // A new session, then execve with an empty environment: nothing of the
+  // replay's group or of its DTRACE_REPLAY_TAG is left on it. The workload
+  // ends only once the process has written its pid (no race with its start).
+  const std::string pid_file = dir / "bare";
+  const std::string script = "setsid /bin/sh -c 'echo $$ >" + pid_file + ".new; mv " + pid_file + ".new " +
+                             pid_file + "; exec env -i /bin/sleep 1000' </dev/null >/dev/null 2>&1 & " +
+                             "while ! test -s " + pid_file + "; do sleep 0.01; done";
+  auto outcome = run(Command{{"/bin/sh", "-c", script}, {}, "", 60, ""});
+  REQUIRE(outcome.ok());
+  CHECK(outcome->ok());
+  CHECK_FALSE(still_runs(pid_file));
+  // Reaped by the runner, not left a zombie of ours (we are its subreaper).
+  pid_t bare = 0;
+  std::ifstream(pid_file) >> bare;
+  errno = 0;
+  CHECK(::waitpid(bare, nullptr, WNOHANG) == -1);
+  CHECK(errno == ECHILD);
+  // Ours are still there: the running one runs, the ended one is still ours to wait for.
+  std::ifstream stat("/proc/" + std::to_string(running) + "/stat");
+  std::string skip, state;
+  CHECK((stat >> skip >> skip >> state));
+  CHECK(state != "Z");
+  ::kill(running, SIGKILL);
+  int status = 0;
+  CHECK(::waitpid(running, &status, 0) == running);
+  CHECK(::waitpid(ended, &status, 0) == ended);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 7));
+}
+
+namespace {
+
+// Makes pidfd_open(2) and pidfd_send_signal(2) fail with ERROR in this
+// process and what it starts: ENOSYS as on a kernel before Linux 5.3, EMFILE as
+// when the process has used up its descriptors.
+bool without_pidfds(int error) {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_send_signal, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | static_cast<unsigned>(error)),
+  };
+  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+// BODY's answer (0 for all is well, else which check failed), in a process of
+// its own where pidfds fail with ERROR when PIDFDS is false (the filter cannot
+// be undone).
+int in_child(bool pidfds, const std::function<int()>& body, int error = ENOSYS) {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    if (!pidfds && !without_pidfds(error)) ::_exit(100);
+    if (!pidfds && ::syscall(SYS_pidfd_open, ::getpid(), 0) != -1) ::_exit(101);
+    ::_exit(body());
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("runner names the rank that wrote its failure before the launcher killed another, with or without pidfds") {
+  const bool pidfds = GENERATE(true, false);
+  CAPTURE(pidfds);
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "";
+  // Rank 0 runs; dtrace is stopped while rank 1 writes "exit 3" (an older
+  // recorder's line, without its time) and the launcher then kills rank 0, as
+  // torchrun does: when dtrace looks again both have failed, and rank 0's file
+  // is the older of the two (the order by mtime named rank 0).
+  const std::string launcher = "sleep 1000 & r0=$!; echo \"running $r0\" >" + d + "rank0.status.new; mv " + d +
+                               "rank0.status.new " + d + "rank0.status; kill -STOP $PPID; echo 'exit 3' >" + d +
+                               "rank1.status.new; mv " + d + "rank1.status.new " + d +
+                               "rank1.status; echo rank 1 fails >" + d + "rank1.stderr; kill -9 $r0; wait $r0; " +
+                               "kill -CONT $PPID; exec sleep 1000";
+  const int answer = in_child(pidfds, [&] {
+    auto outcome = run(Command{{"/bin/sh", "-c", launcher}, {}, "", 60, d});
+    if (!outcome.ok()) return 1;
+    if (outcome->faults.size() != 2) return 2;
+    const auto& first = outcome->faults.front();
+    if (first.rank != 1 || first.kind != dtrace::replay::RankFault::Kind::exited || first.code != 3) return 3;
+    if (outcome->faults.back().rank != 0) return 4;
+    if (outcome->relevant_stderr() != "rank 1 fails\n") return 5;
+    return 0;
+  });
+  CHECK(answer == 0);
+}
+
+TEST_CASE("runner orders a written exit by the file's mtime when its TIME is not nanoseconds of the clock") {
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "";
+  // Rank 0 writes "exit 1 TIME" (TIME half a second back), then rank 1
+  // "exit 3 TIME" with TIME in seconds, as a recorder that got the unit wrong
+  // would (or a line read torn): taken as nanoseconds it put rank 1 first.
+  const std::string launcher = "kill -STOP $PPID; t=$(date +%s%N); echo \"exit 1 $((t - 500000000))\" >" + d +
+                               "rank0.status.new; mv " + d + "rank0.status.new " + d + "rank0.status; " +
+                               "echo \"exit 3 $(date +%s)\" >" + d + "rank1.status.new; mv " + d +
+                               "rank1.status.new " + d + "rank1.status; kill -CONT $PPID; exec sleep 1000";
+  const int answer = in_child(true, [&] {
+    auto outcome = run(Command{{"/bin/sh", "-c", launcher}, {}, "", 60, d});
+    if (!outcome.ok()) return 1;
+    if (outcome->faults.size() != 2) return 2;
+    if (outcome->faults.front().rank != 0 || outcome->faults.front().code != 1) return 3;
+    return 0;
+  });
+  CHECK(answer == 0);
+}
+
+TEST_CASE("runner reads the ranks' exits with more ranks than it has descriptors") {
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "ranks";
+  // 80 ranks, each a sleep, appear at once (their directory renamed into
+  // place) to a dtrace limited to 64 descriptors; once it has looked (it holds
+  // 16 pidfds), rank 79 writes "exit 3" and the launcher exits 0. A pidfd on
+  // every rank took all the descriptors: the exit went unread (the replay
+  // passed) and the /proc walk at its end failed (the sleeps ran on).
+  const std::string launcher =
+      "mkdir " + d + ".new; i=0; while [ $i -lt 80 ]; do sleep 1000 & echo \"running $!\" >" + d +
+      ".new/rank$i.status; i=$((i + 1)); done; mv " + d + ".new " + d + "; " +
+      "while [ \"$(grep -l '^Pid:' /proc/$PPID/fdinfo/* 2>/dev/null | wc -l)\" -lt 16 ]; do sleep 0.01; done; " +
+      "echo \"exit 3 $(date +%s%N)\" >" + d + "/rank79.new; mv " + d + "/rank79.new " + d + "/rank79.status";
+  const int answer = in_child(true, [&] {
+    // The descriptors this test process had open (the earlier test cases')
+    // are not the runner's to count on.
+    for (int fd = 3; fd < 4096; ++fd) ::close(fd);
+    const rlimit limit{64, 64};
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 10;
+    auto outcome = run(Command{{"/bin/sh", "-c", launcher}, {}, "", 60, d});
+    if (!outcome.ok()) return 1;
+    if (outcome->faults.empty()) return 2;
+    if (outcome->faults.front().rank != 79 || outcome->faults.front().code != 3) return 3;
+    std::ifstream first(d + "/rank0.status");
+    std::string word;
+    pid_t sleeper = 0;
+    if (!(first >> word >> sleeper) || sleeper <= 0) return 4;
+    if (::kill(sleeper, 0) == 0) return 5;
+    return 0;
+  });
+  CHECK(answer == 0);
+}
+
+TEST_CASE("runner kills a process that left the replay without pidfds too (kill(2))") {
+  const int error = GENERATE(ENOSYS, EMFILE);
+  CAPTURE(error);
+  dtrace::test::TempDir dir;
+  const std::string pid_file = dir / "bare";
+  const std::string script = "setsid /bin/sh -c 'echo $$ >" + pid_file + ".new; mv " + pid_file + ".new " +
+                             pid_file + "; exec env -i /bin/sleep 1000' </dev/null >/dev/null 2>&1 & " +
+                             "while ! test -s " + pid_file + "; do sleep 0.01; done";
+  const int answer = in_child(false, [&] {
+    auto outcome = run(Command{{"/bin/sh", "-c", script}, {}, "", 60, ""});
+    if (!outcome.ok() || !outcome->ok()) return 1;
+    pid_t bare = 0;
+    std::ifstream(pid_file) >> bare;
+    if (bare <= 0) return 2;
+    if (::kill(bare, 0) == 0) return 3;  // still there, running or a zombie
+    return 0;
+  }, error);
+  CHECK(answer == 0);
 }
 
 TEST_CASE("runner stops the workload when dtrace is asked to stop, and says so") {

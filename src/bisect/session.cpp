@@ -120,11 +120,17 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   if (!outcome->ok()) {
     std::string message = "replay of run " + std::string(1, side.name) + " (" + stage + ") failed: " +
                           outcome->describe();
+    // A failed rank's own stderr, or that it has none; then the launcher's,
+    // named as the launcher's (torchrun's, when the ranks' go to it).
     if (const std::string said = last_lines(outcome->relevant_stderr(), 10); !said.empty()) {
-      message += "; " + (outcome->faults.empty() || outcome->faults.front().stderr_tail.empty()
-                             ? std::string("its stderr")
-                             : "rank " + std::to_string(outcome->faults.front().rank) + "'s stderr") +
-                 " ends with:\n" + said;
+      message += "; " + outcome->relevant_stderr_label() + " ends with:\n" + said;
+    } else if (!outcome->faults.empty()) {
+      message += "; " + outcome->relevant_stderr_label();
+    }
+    if (!outcome->faults.empty() && outcome->faults.front().stderr_tail.empty()) {
+      if (const std::string said = last_lines(outcome->stderr_tail, 10); !said.empty()) {
+        message += "; the launcher's stderr ends with:\n" + said;
+      }
     }
     return Error{message};
   }

@@ -6,8 +6,8 @@
 //
 // "running PID STEP SEQ" from the moment the rank's recorder opens, refreshed
 // as it makes progress (dtrace names the rank furthest behind when a replay
-// hangs), and "exit CODE" when the process exits normally (glibc's on_exit
-// hands over the code). A process killed by a signal cannot write: it leaves
+// hangs), and "exit CODE TIME" when the process exits normally (glibc's on_exit
+// hands over the code; TIME orders ranks that fail together). A process killed by a signal cannot write: it leaves
 // "running" with a PID that is gone, which dtrace reads as a failure too.
 #pragma once
 

@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -127,8 +132,9 @@ std::vector<std::string> merged_environment(const std::vector<std::pair<std::str
 // What a rank's status file says, as read now.
 struct RankStatus {
   int rank = 0;
-  bool exited = false;  // "exit CODE"
+  bool exited = false;  // "exit CODE [TIME]"
   int code = 0;
+  std::int64_t exit_ns = 0;  // TIME, or the file's mtime for a line without it
   long pid = 0;  // "running PID [STEP SEQ]"
   std::int64_t step = -1, seq = -1;
   std::int64_t changed_ns = 0;  // the file's mtime: when the rank last wrote it
@@ -146,6 +152,7 @@ std::optional<RankStatus> read_status(const std::filesystem::path& file, int ran
   if (word == "exit") {
     if (!(words >> status.code)) return std::nullopt;  // half written: read again later
     status.exited = true;
+    if (std::int64_t time; words >> time && time > 0) status.exit_ns = time;
   } else if (word == "running") {
     if (!(words >> status.pid) || status.pid <= 0) return std::nullopt;
     if (std::int64_t step, seq; words >> step >> seq) {
@@ -158,6 +165,13 @@ std::optional<RankStatus> read_status(const std::filesystem::path& file, int ran
   struct stat info {};
   if (::stat(file.c_str(), &info) == 0) {
     status.changed_ns = std::int64_t{info.st_mtim.tv_sec} * 1'000'000'000 + info.st_mtim.tv_nsec;
+  }
+  // An older recorder's line has no TIME; one more than a second from the
+  // file's mtime, which the same write set, is not nanoseconds of this clock
+  // (seconds, say, or a line read torn): the mtime stands for it.
+  if (status.exited && (status.exit_ns == 0 || status.changed_ns == 0 ||
+                        std::abs(status.exit_ns - status.changed_ns) > 1'000'000'000)) {
+    status.exit_ns = status.changed_ns;
   }
   return status;
 }
@@ -227,31 +241,191 @@ RankFault fault_of(const RankStatus& status, const std::string& dir) {
   fault.pid = status.pid;
   fault.step = status.step;
   fault.seq = status.seq;
-  fault.stderr_tail = file_tail(std::filesystem::path(dir) / ("rank" + std::to_string(status.rank) + ".stderr"));
+  const auto stderr_file = std::filesystem::path(dir) / ("rank" + std::to_string(status.rank) + ".stderr");
+  std::error_code ec;
+  fault.stderr_file = std::filesystem::exists(stderr_file, ec);
+  fault.stderr_tail = file_tail(stderr_file);
   return fault;
 }
+
+std::int64_t wall_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+// The ranks' processes, each watched through a pidfd (Linux 5.3) from the
+// first time dtrace reads its pid in a status file. The kernel queues a
+// process's end on the epoll instance as it happens, in the order the ends
+// happen, whoever reaps the process (the launcher does): so the order in which
+// the watched ranks ended is exact, however fast a launcher that stops the
+// others after the first failure follows it, and none of the ranks needs to
+// write anything. Without pidfds nothing is watched, and past a quarter of
+// the process's descriptors no more ranks are (failed_ranks says how the
+// unwatched ranks are then ordered).
+class RankWatch {
+ public:
+  struct End {
+    std::size_t position = 0;  // 0 for the first watched process that ended, ...
+    std::int64_t seen_ns = 0;  // when dtrace took it from the queue (wall clock)
+  };
+  RankWatch() : epoll_(::epoll_create1(EPOLL_CLOEXEC)), most_(most_pidfds()) {}
+  ~RankWatch() {
+    for (const auto& [pid, fd] : pidfds_) ::close(fd);
+    if (epoll_ >= 0) ::close(epoll_);
+  }
+  RankWatch(const RankWatch&) = delete;
+  RankWatch& operator=(const RankWatch&) = delete;
+
+  // Readable when an end is queued; -1 without epoll.
+  int fd() const { return epoll_; }
+
+  // Starts watching PID, rank RANK's process, once. A process that has already
+  // ended is left unwatched: its place in the queue would be the time we
+  // looked, not its end.
+  void watch(int rank, long pid) {
+    if (pid > 0) rank_pids_[rank] = pid;
+    if (epoll_ < 0 || pid <= 0 || pidfds_.contains(pid) || ends_.contains(pid) || unwatched_.contains(pid)) {
+      return;
+    }
+    const int fd = pidfds_.size() < most_ ? static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)) : -1;
+    if (fd < 0) {
+      unwatched_.insert(pid);
+      return;
+    }
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = static_cast<std::uint64_t>(pid);
+    if (readable(fd) || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) {
+      ::close(fd);
+      unwatched_.insert(pid);
+      return;
+    }
+    pidfds_[pid] = fd;
+  }
+
+  // The process rank RANK ran in, as its status last said (its "exit" line does not).
+  long pid_of(int rank) const {
+    const auto it = rank_pids_.find(rank);
+    return it == rank_pids_.end() ? 0 : it->second;
+  }
+
+  bool watched(long pid) const { return pidfds_.contains(pid) || ends_.contains(pid); }
+
+  // Whether watched process PID has ended, its end queued or not yet taken.
+  bool ended(long pid) const {
+    if (ends_.contains(pid)) return true;
+    const auto it = pidfds_.find(pid);
+    return it != pidfds_.end() && readable(it->second);
+  }
+
+  // Takes the queued ends, in their order.
+  void collect() {
+    epoll_event events[64];
+    for (int got; epoll_ >= 0 && (got = ::epoll_wait(epoll_, events, 64, 0)) > 0;) {
+      const std::int64_t now = wall_ns();
+      for (int i = 0; i < got; ++i) {
+        const long pid = static_cast<long>(events[i].data.u64);
+        ends_[pid] = End{next_position_++, now};
+        if (const auto it = pidfds_.find(pid); it != pidfds_.end()) {
+          ::epoll_ctl(epoll_, EPOLL_CTL_DEL, it->second, nullptr);
+          ::close(it->second);
+          pidfds_.erase(it);
+        }
+      }
+    }
+  }
+
+  // The end of each of PIDS that has ended: the kernel queues it in the same
+  // step that makes the pidfd readable, so it is there or a moment away.
+  void settle(const std::vector<long>& pids) {
+    for (int round = 0; round < 1000; ++round) {
+      collect();
+      if (std::all_of(pids.begin(), pids.end(), [&](long pid) { return ends_.contains(pid); })) return;
+      ::usleep(1000);
+    }
+  }
+
+  std::optional<End> end_of(long pid) const {
+    const auto it = ends_.find(pid);
+    if (it == ends_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  // A quarter of the process's descriptors at most: dtrace still has to open
+  // the ranks' status files and walk /proc with the rest (a pidfd on each of
+  // more ranks than that took them all, and then a rank's exit went unread).
+  static std::size_t most_pidfds() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+    return limit.rlim_cur == RLIM_INFINITY ? 4096 : std::min<std::size_t>(limit.rlim_cur / 4, 4096);
+  }
+
+  static bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
+  }
+
+  int epoll_ = -1;
+  std::size_t most_ = 0;
+  std::size_t next_position_ = 0;
+  std::map<long, int> pidfds_;
+  std::map<long, End> ends_;
+  std::set<long> unwatched_;
+  std::map<int, long> rank_pids_;
+};
 
 // The ranks that have failed by now, the first to fail first (dtrace-fp(5)):
 // "exit CODE" with CODE != 0, or "running PID" with PID gone. A process that
 // wrote "exit 0" and ended between our two reads is read again, not blamed.
-std::vector<RankFault> failed_ranks(const std::string& dir) {
-  std::vector<std::pair<std::int64_t, RankFault>> failed;
+// Every rank still running is watched from here on.
+//
+// The order: a rank that wrote its exit failed when it wrote it (the line's
+// time, or the file's mtime for an older recorder's line); a watched rank that
+// ended without writing failed when it ended, and the watched ranks are in
+// the order the kernel saw them end. A rank that ended before dtrace watched
+// it, without writing, failed at a moment nobody knows: after every rank that
+// wrote its failure (a launcher stopping the others kills them after the first
+// failure, and a killed process writes nothing), and before the watched ones
+// when no rank wrote one (it ended before dtrace could even watch it).
+// A file's mtime alone named a killed rank's last progress, not its end.
+std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch) {
+  struct Failure {
+    RankFault fault;
+    long pid = 0;                     // its process, when dtrace read it
+    bool written = false;             // it wrote "exit CODE"
+    std::int64_t time = 0;            // when it failed, as far as known
+    std::optional<RankWatch::End> end;
+  };
+  std::vector<Failure> failed;
+  std::vector<long> ended;
   for (const auto& [rank, status] : read_statuses(dir)) {
-    RankFault fault = fault_of(status, dir);
+    if (!status.exited) watch.watch(rank, status.pid);
+    Failure failure;
+    failure.fault = fault_of(status, dir);
+    failure.pid = watch.pid_of(rank);
+    RankFault& fault = failure.fault;
     if (status.exited) {
       if (status.code == 0) continue;
       fault.kind = RankFault::Kind::exited;
       fault.code = status.code;
-      failed.emplace_back(status.changed_ns, std::move(fault));
+      failure.written = true;
+      failure.time = status.exit_ns;
+      if (watch.ended(failure.pid)) ended.push_back(failure.pid);
+      failed.push_back(std::move(failure));
       continue;
     }
+    const bool watched = watch.watched(status.pid);
+    if (watched ? !watch.ended(status.pid) : !process_end(status.pid).gone) continue;
     const ProcessEnd end = process_end(status.pid);
-    if (!end.gone) continue;
     if (auto again = read_status(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".status"), rank);
         again && again->exited) {
       if (again->code == 0) continue;
       fault.kind = RankFault::Kind::exited;
       fault.code = again->code;
+      failure.written = true;
+      failure.time = again->exit_ns;
     } else if (end.wait_status && WIFSIGNALED(*end.wait_status)) {
       fault.kind = RankFault::Kind::signaled;
       fault.code = WTERMSIG(*end.wait_status);
@@ -261,12 +435,38 @@ std::vector<RankFault> failed_ranks(const std::string& dir) {
     } else {
       fault.kind = RankFault::Kind::vanished;
     }
-    failed.emplace_back(status.changed_ns, std::move(fault));
+    if (watched) ended.push_back(status.pid);
+    if (!failure.written) failure.time = status.changed_ns;
+    failed.push_back(std::move(failure));
   }
-  std::stable_sort(failed.begin(), failed.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  watch.settle(ended);
+  for (Failure& failure : failed) {
+    if (!watch.watched(failure.pid)) continue;
+    failure.end = watch.end_of(failure.pid);
+    if (failure.end && !failure.written) failure.time = failure.end->seen_ns;
+  }
+  // The watched ends in the kernel's order, merged by time with the written
+  // failures of ranks whose end was not seen; then the unwatched killed ranks.
+  std::vector<const Failure*> seen, written, unwatched;
+  for (const Failure& failure : failed) {
+    (failure.end ? seen : failure.written ? written : unwatched).push_back(&failure);
+  }
+  std::stable_sort(seen.begin(), seen.end(),
+                   [](const Failure* x, const Failure* y) { return x->end->position < y->end->position; });
+  const auto by_time = [](const Failure* x, const Failure* y) { return x->time < y->time; };
+  std::stable_sort(written.begin(), written.end(), by_time);
+  std::stable_sort(unwatched.begin(), unwatched.end(), by_time);
+  // A hand-written merge: the watched ends keep the kernel's order even where
+  // their times (taken when dtrace saw them) do not follow it.
+  std::vector<const Failure*> known;
+  for (std::size_t w = 0, s = 0; w < written.size() || s < seen.size();) {
+    const bool take_written = s == seen.size() || (w < written.size() && written[w]->time <= seen[s]->time);
+    known.push_back(take_written ? written[w++] : seen[s++]);
+  }
+  const bool any_written = std::any_of(failed.begin(), failed.end(), [](const Failure& f) { return f.written; });
   std::vector<RankFault> out;
-  for (auto& [when, fault] : failed) out.push_back(std::move(fault));
+  for (const Failure* failure : any_written ? known : unwatched) out.push_back(failure->fault);
+  for (const Failure* failure : any_written ? unwatched : known) out.push_back(failure->fault);
   return out;
 }
 
@@ -298,11 +498,112 @@ std::string rank_list(const std::vector<const RankFault*>& faults) {
   return out;
 }
 
-// Reaps what was left to us: with PR_SET_CHILD_SUBREAPER the launcher's
-// orphaned grandchildren become our children, and killed ones would otherwise
-// stay zombies under an init that does not reap.
-void reap_orphans() {
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+// Every process below ours (children, theirs, ...) with its parent, state and
+// start time, from /proc, leaving out the subtrees of the processes in `skip`.
+struct Descendant {
+  pid_t pid = 0;
+  pid_t parent = 0;
+  char state = '?';
+  unsigned long long start = 0;  // clock ticks after boot: a pid and it name one process
+};
+
+// A process as /proc/PID/stat describes it now; nullopt when it is gone.
+std::optional<Descendant> describe_process(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return std::nullopt;  // gone meanwhile
+  const auto close = text.rfind(')');  // the command name may hold spaces and ')'
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  Descendant process;
+  process.pid = pid;
+  std::string state, skip;
+  if (!(fields >> state >> process.parent) || state.empty()) return std::nullopt;
+  process.state = state[0];
+  // Fields 5 (pgrp) to 21 (itrealvalue), then 22: starttime.
+  for (int field = 5; field <= 21; ++field) fields >> skip;
+  if (!(fields >> process.start)) return std::nullopt;
+  return process;
+}
+
+using ProcessKey = std::pair<pid_t, unsigned long long>;  // pid and start time
+
+std::vector<Descendant> descendants(const std::set<ProcessKey>& skip) {
+  namespace fs = std::filesystem;
+  std::multimap<pid_t, Descendant> by_parent;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.size() > 9 || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (auto process = describe_process(static_cast<pid_t>(std::stol(name)))) {
+      by_parent.emplace(process->parent, *process);
+    }
+  }
+  std::vector<Descendant> out;
+  std::vector<pid_t> parents{::getpid()};
+  while (!parents.empty()) {
+    const pid_t parent = parents.back();
+    parents.pop_back();
+    const auto [first, last] = by_parent.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      if (skip.contains({it->second.pid, it->second.start})) continue;
+      out.push_back(it->second);
+      parents.push_back(it->second.pid);
+    }
+  }
+  return out;
+}
+
+std::set<ProcessKey> keys_of(const std::vector<Descendant>& processes) {
+  std::set<ProcessKey> out;
+  for (const Descendant& process : processes) out.insert({process.pid, process.start});
+  return out;
+}
+
+// Sends SIGKILL to PROCESS, found below ours by a walk of /proc, and to no
+// other: a grandchild may be reaped by its parent between the walk and the
+// kill and its pid taken by a process that is not ours. A pidfd names one
+// process for good; the one it names is PROCESS when its start time is the
+// walk's. Without a pidfd (before Linux 5.3: ENOSYS; out of descriptors, with
+// a pidfd held on each of many ranks: EMFILE), kill(2): a process left running
+// is the worse mistake. Whether the signal was sent (not when the process is
+// gone or not ours to signal).
+bool kill_exactly(const Descendant& process) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, process.pid, 0));
+  if (fd < 0) return errno != ESRCH && ::kill(process.pid, SIGKILL) == 0;
+  const auto now = describe_process(process.pid);
+  const bool sent = now && now->start == process.start &&
+                    ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0) == 0;
+  ::close(fd);
+  return sent;
+}
+
+// Kills every process below ours but those in `keep` (there before the replay
+// started) and reaps them. dtrace is the subreaper of what it starts
+// (PR_SET_CHILD_SUBREAPER), so a process that detaches however it can (a new
+// session, a double fork, an environment emptied of the replay's tag) stays
+// below dtrace until it ends: an orphan comes to dtrace, not to init. Again
+// until none is left, since a process may fork while it is being looked for;
+// one that cannot be signalled (another user's: EPERM) or that will not die is
+// given up after 10 s.
+void kill_descendants(const std::set<ProcessKey>& keep) {
+  const pid_t self = ::getpid();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < give_up) {
+    bool left = false;
+    for (const Descendant& process : descendants(keep)) {
+      if (process.state == 'X') continue;
+      if (process.state == 'Z' && process.parent == self && ::waitpid(process.pid, nullptr, WNOHANG) == process.pid) {
+        left = true;  // ours, reaped
+        continue;
+      }
+      // A zombie not yet ours (its parent, killed, passes it on to us), or a
+      // leader that ended before its threads, is signalled too: until it is
+      // gone, it keeps us going.
+      if (kill_exactly(process)) left = true;
+    }
+    if (!left) return;
+    ::usleep(1000);
   }
 }
 
@@ -325,9 +626,20 @@ std::string RankFault::describe() const {
   return who;
 }
 
+std::string RankFault::stderr_label() const {
+  const std::string who = "rank " + std::to_string(rank);
+  const std::string file = "rank" + std::to_string(rank) + ".stderr";
+  if (!stderr_file) return who + " wrote no " + file;
+  if (stderr_tail.empty()) return who + "'s stderr (" + file + ") is empty";
+  return who + "'s stderr";
+}
+
 const std::string& Outcome::relevant_stderr() const {
-  if (!faults.empty() && !faults.front().stderr_tail.empty()) return faults.front().stderr_tail;
-  return stderr_tail;
+  return faults.empty() ? stderr_tail : faults.front().stderr_tail;
+}
+
+std::string Outcome::relevant_stderr_label() const {
+  return faults.empty() ? "its stderr" : faults.front().stderr_label();
 }
 
 std::string Outcome::describe() const {
@@ -374,8 +686,10 @@ Result<Outcome> run(const Command& command) {
     return Error{std::string("cannot create a pipe: ") + std::strerror(errno)};
   }
   const StopSignals stop_signals;
-  // The launcher's orphaned grandchildren come to us to be reaped, not to init.
+  // Whatever the replay starts stays below us (orphans come to us, not to
+  // init) and is killed at its end; processes below us before it are not its.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const std::set<ProcessKey> before = keys_of(descendants({}));
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) return Error{std::string("cannot fork: ") + std::strerror(errno)};
@@ -403,6 +717,7 @@ Result<Outcome> run(const Command& command) {
   ::close(exec_pipe[0]);
 
   Outcome outcome;
+  RankWatch watch;
   const auto deadline = start + std::chrono::duration<double>(command.timeout_s);
   char buffer[4096];
   int status = 0;
@@ -430,18 +745,19 @@ Result<Outcome> run(const Command& command) {
     }
     if (!command.rank_dir.empty() && now >= next_look) {
       next_look = now + std::chrono::milliseconds(50);
-      outcome.faults = failed_ranks(command.rank_dir);
+      outcome.faults = failed_ranks(command.rank_dir, watch);
       if (!outcome.faults.empty()) break;
     }
-    if (pipe_open) {
-      pollfd p{err_pipe[0], POLLIN, 0};
-      if (::poll(&p, 1, 20) > 0) {
+    // Waits for stderr and for the end of a watched rank, taken at once so
+    // that its time is close to the end's.
+    pollfd fds[2] = {{pipe_open ? err_pipe[0] : -1, POLLIN, 0}, {watch.fd(), POLLIN, 0}};
+    if (::poll(fds, 2, pipe_open ? 20 : 5) > 0) {
+      if (fds[0].revents != 0) {
         const ssize_t got = ::read(err_pipe[0], buffer, sizeof buffer);
         if (got > 0) keep(got);
         else pipe_open = false;
       }
-    } else {
-      ::usleep(5000);
+      if (fds[1].revents != 0) watch.collect();
     }
     exited = ::waitpid(pid, &status, WNOHANG) == pid;
   }
@@ -451,13 +767,13 @@ Result<Outcome> run(const Command& command) {
   }
   // A rank whose process is gone while the launcher says all is well failed too.
   if (exited && outcome.faults.empty() && !command.rank_dir.empty()) {
-    outcome.faults = failed_ranks(command.rank_dir);
+    outcome.faults = failed_ranks(command.rank_dir, watch);
   }
   // Whatever it left behind goes with it, in its group or not: no orphans.
   ::kill(-pid, SIGKILL);
   if (!exited) ::waitpid(pid, &status, 0);
   kill_tagged(tag);
-  reap_orphans();
+  kill_descendants(before);
   ::close(err_pipe[0]);
   outcome.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

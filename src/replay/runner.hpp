@@ -1,15 +1,19 @@
 // Runs a workload for a replay (dtrace-fp(5), REPLAY PROTOCOL): argv executed directly (no
 // shell), extra variables added to the environment, a timeout after which the
 // whole process group is killed, and the tail of stderr kept for the report.
-// When it ends, every process it started is killed: its process group, and any
+// When it ends, every process it started is killed: its process group, any
 // process that left the group but still carries the replay's DTRACE_REPLAY_TAG
-// variable (a process that clears its own environment escapes this).
+// variable, and every process left below ours (we are the subreaper of what we
+// start, so one that detached and cleared its environment is still below us);
+// processes below ours before the replay started are left alone.
 //
 // A job of several processes started through its own launcher (torchrun,
 // mpirun, a script) is watched through the status files its ranks write in
 // `rank_dir` (dtrace-replay/1.1, man/dtrace-fp.5 "Several processes, one
 // replay"): the first rank that fails stops the whole replay at once, and at a
-// timeout the rank furthest behind is named as the one that hangs.
+// timeout the rank furthest behind is named as the one that hangs. Several
+// failed ranks are ordered by when they failed: a written exit's time, and the
+// order in which the watched ranks' processes ended (pidfds).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +48,11 @@ struct RankFault {
   long pid = 0;
   std::int64_t step = -1, seq = -1;  // its last progress, when it said
   std::string stderr_tail;           // the end of rank<r>.stderr, when it wrote one
+  bool stderr_file = false;          // rank<r>.stderr exists (empty or not)
   std::string describe() const;      // "rank 1 exited with status 3", ...
+  // "rank 1's stderr", "rank 1's stderr (rank1.stderr) is empty", "rank 1
+  // wrote no rank1.stderr": whose stderr_tail it is, or why there is none.
+  std::string stderr_label() const;
 };
 
 struct Outcome {
@@ -61,8 +69,11 @@ struct Outcome {
   // "exit 3", "killed by signal 11", "timed out after 5 s", "rank 1 exited with
   // status 3 (ranks 0, 2 failed after it)", "timed out after 5 s: rank 1 hangs ..."
   std::string describe() const;
-  // The stderr that explains it: the first faulty rank's own, else the command's.
+  // The stderr that explains it: the first faulty rank's own (empty when it
+  // wrote none: never the launcher's in its place), else the command's.
   const std::string& relevant_stderr() const;
+  // Whose relevant_stderr() it is: "rank 1's stderr" or "its stderr".
+  std::string relevant_stderr_label() const;
 };
 
 // An Error only when the command could not be started at all, or when dtrace

@@ -106,8 +106,14 @@ Result<Arm> run_arm(const ArmPlan& plan, double timeout_s) {
   if (!outcome) return Error{"arm " + plan.label + ": " + outcome.error().message};
   if (!outcome->ok()) {
     std::string message = "arm " + plan.label + " failed (" + outcome->describe() + ")";
-    const std::string said = last_line(outcome->relevant_stderr());
-    if (!said.empty()) message += ": " + said;
+    if (const std::string said = last_line(outcome->relevant_stderr()); !said.empty()) {
+      message += ": " + said;
+    } else if (!outcome->faults.empty()) {
+      message += ": " + outcome->relevant_stderr_label();
+      if (const std::string launcher = last_line(outcome->stderr_tail); !launcher.empty()) {
+        message += "; the launcher's stderr ends with: " + launcher;
+      }
+    }
     return Error{message};
   }
   if (!log::list_run_files(plan.run_dir)) {

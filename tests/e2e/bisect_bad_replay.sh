@@ -2,9 +2,11 @@
 # `dtrace bisect --replay` with a workload that hangs, crashes, writes garbage
 # or writes nothing: exit 2 with a message naming what went wrong, no temporary
 # files left in TMPDIR, and no process of the workload left running (the
-# runner kills the replay's process group, and the processes that left it by
-# DTRACE_REPLAY_TAG). The same when dtrace itself is stopped by a signal
-# while a replay runs.
+# runner kills the replay's process group, the processes that left it by
+# DTRACE_REPLAY_TAG, and whatever else is left below dtrace, its subreaper: a
+# process in a session of its own with an empty environment). The same when
+# dtrace itself is stopped by a signal while a replay runs; a process the
+# replays did not start is left running.
 . "$(dirname "$0")/minitrain-lib.sh"
 
 mt --steps 2 --nondet splitk --out a
@@ -21,6 +23,10 @@ echo $! >"$MARKS/hang.child"
 # A daemon in a session of its own, outside the replay's process group.
 setsid sleep 1000 </dev/null >/dev/null 2>&1 &
 echo $! >"$MARKS/hang.daemon"
+# One that carries nothing of the replay's: setsid(2), then execve with an
+# empty environment (no DTRACE_REPLAY_TAG); dtrace, its subreaper, still ends it.
+setsid env -i sleep 1000 </dev/null >/dev/null 2>&1 &
+echo $! >"$MARKS/hang.bare"
 echo $$ >"$MARKS/hang.pid"
 wait
 SH
@@ -50,6 +56,8 @@ sleep 1000 </dev/null >/dev/null 2>&1 &
 echo $! >"$MARKS/nothing.child"
 setsid sleep 1000 </dev/null >/dev/null 2>&1 &
 echo $! >"$MARKS/nothing.daemon"
+setsid env -i sleep 1000 </dev/null >/dev/null 2>&1 &
+echo $! >"$MARKS/nothing.bare"
 exit 0
 SH
 chmod +x fake/*.sh
@@ -115,6 +123,9 @@ os.execv(sys.argv[1], sys.argv[1:])' "$DTRACE" bisect --replay "$WORK/fake/$name
   done
 }
 
+# A process of the user's, not of the replay, is left alone.
+sleep 1000 </dev/null >/dev/null 2>&1 &
+unrelated=$!
 bisect_fails hang "timed out after 3 s"
 bisect_fails hang "interrupted by signal 2 (Interrupt)" INT
 bisect_fails hang "interrupted by signal 15 (Terminated)" TERM
@@ -123,4 +134,8 @@ grep -q "about to crash" "$WORK/err.txt" || fail "crash: its stderr is not shown
 bisect_fails garbage "not valid JSON"
 bisect_fails binary ":1: "
 bisect_fails nothing "exited 0 but wrote nothing to DTRACE_OUT"
+case "$(process_state "$unrelated")" in
+  R | S) kill "$unrelated" ;;
+  *) fail "a process the replays did not start was killed (state $(process_state "$unrelated"))" ;;
+esac
 echo ok

@@ -11,7 +11,11 @@ lines of dtrace-fp(5)'s EXAMPLES, marked below.
 --planted R: on rank R the add op of fwd/layer.1 adds a little noise, drawn
 afresh every call (a nondeterministic kernel). MP_FAIL_RANK / MP_KILL_RANK /
 MP_HANG_RANK: that rank raises / kills itself / hangs when dtrace started it (a replay, or
-an arm of dtrace verify or tax).
+an arm of dtrace verify or tax); MP_EXIT_RANK: it writes "exit 3 TIME" and exits 3, as
+the C++ recorder does; MP_OSEXIT_RANK: it exits 3 writing nothing (os._exit). With
+MP_WAIT_WATCHED=1 it does so only once dtrace (MP_DTRACE_PID) watches every rank's
+process, so that the failure comes mid-replay, as a real one does, never before
+dtrace could see the ranks start.
 """
 import argparse, json, math, os, random, struct, sys, time
 
@@ -125,6 +129,48 @@ def allreduce(step, value):
         total += float(open(f"{shared}/s{step}.r{r}").read())
     return total
 
+def wait_until_watched():
+    """Until dtrace holds a pidfd on every rank's process (its fdinfo's "Pid:")."""
+    fdinfo = f"/proc/{env['MP_DTRACE_PID']}/fdinfo"
+    while True:
+        pids = set()
+        for r in range(world):
+            try:
+                words = open(f"{d}/rank{r}.status").read().split()
+            except OSError:
+                words = []
+            if len(words) >= 2 and words[0] == "running":
+                pids.add(words[1])
+        watched = set()
+        for fd in os.listdir(fdinfo):
+            try:
+                watched.update(line.split()[1] for line in open(f"{fdinfo}/{fd}") if line.startswith("Pid:"))
+            except (OSError, IndexError):
+                pass
+        if len(pids) == world and pids <= watched:
+            return
+        time.sleep(0.01)
+
+def planted_end(step):
+    """The failure MP_*_RANK asks of this rank, if any."""
+    modes = ("MP_FAIL_RANK", "MP_KILL_RANK", "MP_HANG_RANK", "MP_EXIT_RANK", "MP_OSEXIT_RANK")
+    mode = next((m for m in modes if env.get(m) == str(rank)), None)
+    if mode is None:
+        return
+    if env.get("MP_WAIT_WATCHED") == "1":
+        wait_until_watched()
+    if mode == "MP_FAIL_RANK":
+        print(f"rank {rank}: planted failure before step {step}", file=sys.stderr)
+        raise RuntimeError(f"planted failure on rank {rank}")
+    if mode == "MP_KILL_RANK":
+        os.kill(os.getpid(), 9)
+    if mode == "MP_HANG_RANK":
+        time.sleep(1000)
+    print(f"rank {rank}: planted exit 3 before step {step}", file=sys.stderr, flush=True)
+    if mode == "MP_EXIT_RANK":
+        status(f"exit 3 {time.time_ns()}")
+    os._exit(3)
+
 def run_step(step):
     start = time.monotonic()
     s = Step(step)
@@ -132,13 +178,8 @@ def run_step(step):
         s.record(0, "step", "params", "state", f"w{i}", w)
         s.record(0, "step", "params", "state", f"b{i}", b)
     under_dtrace = replay_step is not None or "DTRACE_RUN_DIR" in env
-    if under_dtrace and env.get("MP_FAIL_RANK") == str(rank):
-        print(f"rank {rank}: planted failure before step {step}", file=sys.stderr)
-        raise RuntimeError(f"planted failure on rank {rank}")
-    if under_dtrace and env.get("MP_KILL_RANK") == str(rank):
-        os.kill(os.getpid(), 9)
-    if under_dtrace and env.get("MP_HANG_RANK") == str(rank):
-        time.sleep(1000)
+    if under_dtrace:
+        planted_end(step)
     x = 0.1 * (rank + 1) + 0.01 * step  # this rank's batch
     for i in range(2):
         x = layer(s, i, x)
