@@ -84,12 +84,22 @@ std::size_t shared_length(const Block& a, std::size_t pa, const Block& b, std::s
   return i;
 }
 
-// One side's lines of a shared prefix, checked as bytes.hpp says, step by
-// step. Each line is read by the reader's own parser (log::LineParser: the
-// canonical layout against the templates it learned first, the full parser
-// for the rest, which teaches it their templates), so the meaning of a line
-// and of its canonical layout is defined once (parse.cpp, parse_fast.cpp);
-// this class adds only which line may come next.
+// A JSON integer without sign or leading zero, of at most 18 digits, at the
+// front of [p, end); the pointer past it, or null.
+const char* take_digits(const char* p, const char* end, std::uint64_t& out) {
+  const char* first = p;
+  std::uint64_t v = 0;
+  while (p != end && p - first < 18 && static_cast<unsigned char>(*p - '0') <= 9) {
+    v = v * 10 + static_cast<std::uint64_t>(*p - '0');
+    ++p;
+  }
+  if (p == first || (p - first > 1 && *first == '0')) return nullptr;
+  if (p != end && static_cast<unsigned char>(*p - '0') <= 9) return nullptr;
+  out = v;
+  return p;
+}
+
+// One side's lines of a shared prefix, checked as bytes.hpp says, step by step.
 class StepChecker {
  public:
   StepChecker(std::int64_t world_size, const StepWindow& window) : world_size_(world_size), window_(window) {}
@@ -99,11 +109,16 @@ class StepChecker {
   // `line` (without its newline) must be followed by log::kLinePadding
   // readable bytes.
   Line check(std::string_view line) {
-    if (parser_.parse_canonical(line, parsed_)) return take(parsed_);
-    // Blank lines, CRLF ends and the like are the reader's business.
-    if (!braced(line)) return Line::refused;
-    parser_.parse(line, intern_, parsed_);
-    return take(parsed_);
+    if (in_step_) {
+      if (canonical_record(line)) return Line::record;
+      if (canonical_end(line)) return end_step();
+    } else if (have_step_ && starts_with(line, next_prefix_)) {
+      // Most steps follow the one before: its first line is then canonical too.
+      start_step(last_step_ + 1, rank_);
+      if (canonical_record(line)) return Line::record;
+      in_step_ = false;
+    }
+    return parsed(line);
   }
 
   // Two lines that differ only where the diff looks at neither: records of
@@ -117,7 +132,7 @@ class StepChecker {
     parser_.parse(a, intern_, parsed_);
     if (parsed_.kind != log::LineKind::record || parsed_.rank != other_.rank) return Line::refused;
     if (log::is_compared(parsed_.record.io) || !same_identity(parsed_.record, other_.record)) return Line::refused;
-    return take(parsed_);
+    return accept(parsed_.record, a);
   }
 
   std::int32_t rank() const { return static_cast<std::int32_t>(rank_); }
@@ -126,19 +141,72 @@ class StepChecker {
   std::uint64_t records() const { return records_; }
 
  private:
-  // A parsed line, if it may come next: a record of the current step, the
-  // step's end record counting exactly the records read (a miscounted step is
-  // the reader's to exclude, never a shared one), or the first line of a later
-  // step of the file's one rank.
-  Line take(const log::ParsedLine& p) {
-    if (p.kind == log::LineKind::end) {
-      if (!fits(p.step, p.rank) || p.count != step_records_) return Line::refused;
-      return end_step();
-    }
-    if (p.kind != log::LineKind::record || !fits(p.record.step, p.rank)) return Line::refused;
+  struct Template {
+    std::string identity;
+    bool compared = false;
+    bool valid = false;
+  };
+  static constexpr std::uint64_t kMaxTemplates = 1u << 20;
+  static constexpr std::string_view kHash = ",\"hash\":\"";
+  static constexpr std::size_t kHashSuffix = kHash.size() + 16 + 2;  // ,"hash":"<16 hex>"}
+
+  static bool starts_with(std::string_view line, const std::string& prefix) {
+    return line.size() >= prefix.size() && std::memcmp(line.data(), prefix.data(), prefix.size()) == 0;
+  }
+
+  // A tensor record of this step in the canonical layout: its seq and
+  // identity bytes; false for anything else.
+  bool split(std::string_view line, std::uint64_t& seq, std::string_view& identity) const {
+    if (!starts_with(line, record_prefix_)) return false;
+    const char* p = line.data() + record_prefix_.size();
+    const char* const end = line.data() + line.size();
+    p = take_digits(p, end, seq);
+    if (p == nullptr || p == end || *p != ',') return false;
+    ++p;
+    if (static_cast<std::size_t>(end - p) <= kHashSuffix) return false;
+    const char* suffix = end - kHashSuffix;
+    if (std::memcmp(suffix, kHash.data(), kHash.size()) != 0 || end[-2] != '"' || end[-1] != '}') return false;
+    log::Digest digest;
+    if (!log::parse_digest(std::string_view(suffix + kHash.size(), 16), digest)) return false;
+    identity = std::string_view(p, static_cast<std::size_t>(suffix - p));
+    return true;
+  }
+
+  // A record line whose identity bytes are its seq's template.
+  bool canonical_record(std::string_view line) {
+    std::uint64_t seq = 0;
+    std::string_view identity;
+    if (!split(line, seq, identity) || seq >= templates_.size()) return false;
+    const Template& t = templates_[seq];
+    if (!t.valid || t.identity != identity) return false;
     ++step_records_;
-    step_compared_ += log::is_compared(p.record.io) ? 1 : 0;
-    return Line::record;
+    step_compared_ += t.compared ? 1 : 0;
+    return true;
+  }
+
+  // The step's end record counting the records read, in the writer's layout
+  // (append_end_line): optionally a chain, then optionally its line number.
+  bool canonical_end(std::string_view line) const {
+    if (!starts_with(line, end_prefix_)) return false;
+    const char* p = line.data() + end_prefix_.size();
+    const char* const end = line.data() + line.size();
+    std::uint64_t count = 0;
+    p = take_digits(p, end, count);
+    if (p == nullptr || count != static_cast<std::uint64_t>(step_records_)) return false;
+    constexpr std::string_view kChain = ",\"chain\":\"";
+    if (end - p >= static_cast<std::ptrdiff_t>(kChain.size() + 17) && std::memcmp(p, kChain.data(), kChain.size()) == 0) {
+      log::Digest digest;
+      p += kChain.size();
+      if (!log::parse_digest(std::string_view(p, 16), digest) || p[16] != '"') return false;
+      p += 17;
+    }
+    constexpr std::string_view kLine = ",\"line\":";
+    if (static_cast<std::size_t>(end - p) > kLine.size() && std::memcmp(p, kLine.data(), kLine.size()) == 0) {
+      std::uint64_t number = 0;
+      p = take_digits(p + kLine.size(), end, number);
+      if (p == nullptr || number < 2) return false;  // the parser's bound: after the header
+    }
+    return end - p == 1 && *p == '}';
   }
 
   void start_step(std::int64_t step, std::int64_t rank) {
@@ -146,6 +214,13 @@ class StepChecker {
     step_ = step;
     rank_ = rank;
     step_records_ = step_compared_ = 0;
+    const std::string head = "{\"step\":" + std::to_string(step) + ",\"rank\":" + std::to_string(rank);
+    record_prefix_ = head + ",\"seq\":";
+    end_prefix_ = head + ",\"end\":true,\"count\":";
+    // A line starts with '{', so the last step's "next prefix" matches none.
+    next_prefix_ = step == INT64_MAX ? std::string("\n")
+                                     : "{\"step\":" + std::to_string(step + 1) + ",\"rank\":" +
+                                           std::to_string(rank) + ",\"seq\":";
   }
 
   Line end_step() {
@@ -170,6 +245,7 @@ class StepChecker {
     return true;
   }
 
+  // Blank lines, CRLF ends and the like are the reader's business.
   static bool braced(std::string_view line) { return !line.empty() && line.front() == '{' && line.back() == '}'; }
 
   // Everything but the value and digest, which the diff ignores in records
@@ -180,14 +256,56 @@ class StepChecker {
            x.op == y.op && x.name == y.name && x.dtype == y.dtype && std::ranges::equal(x.shape, y.shape);
   }
 
+  // Any other line, read by the parser that defines what lines mean.
+  Line parsed(std::string_view line) {
+    if (!braced(line)) return Line::refused;
+    parser_.parse(line, intern_, parsed_);
+    if (parsed_.kind == log::LineKind::end) {
+      if (!fits(parsed_.step, parsed_.rank) || parsed_.count != step_records_) return Line::refused;
+      return end_step();
+    }
+    if (parsed_.kind != log::LineKind::record) return Line::refused;
+    return accept(parsed_.record, line);
+  }
+
+  // A record the parser read from `line`, if it may come next.
+  Line accept(const log::Record& r, std::string_view line) {
+    if (!fits(r.step, parsed_.rank)) return Line::refused;
+    ++step_records_;
+    step_compared_ += log::is_compared(r.io) ? 1 : 0;
+    learn(line, r);
+    return Line::record;
+  }
+
+  // Remembers a tensor record's identity bytes as its seq's template when
+  // they hold identity fields only (the condition of parse_fast.hpp's).
+  void learn(std::string_view line, const log::Record& r) {
+    std::uint64_t seq = 0;
+    std::string_view identity;
+    if (r.scalar || !split(line, seq, identity) || static_cast<std::int64_t>(seq) != r.seq) return;
+    if (seq >= kMaxTemplates || seq > 2 * learned_ + 1024) return;
+    if (seq >= templates_.size()) templates_.resize(seq + 1);
+    Template& t = templates_[seq];
+    if (t.valid && t.identity == identity) return;
+    t.valid = false;
+    if (!parser_.identity_only(identity, intern_)) return;
+    t.identity.assign(identity);
+    t.compared = log::is_compared(r.io);
+    t.valid = true;
+    ++learned_;
+  }
+
   std::int64_t world_size_;
   StepWindow window_;
   log::LineParser parser_;
   log::Intern intern_;
   log::ParsedLine parsed_, other_;
+  std::vector<Template> templates_;
+  std::uint64_t learned_ = 0;
   bool in_step_ = false, have_step_ = false;
   std::int64_t step_ = 0, last_step_ = 0, rank_ = -1;
   std::int64_t step_records_ = 0, step_compared_ = 0;
+  std::string record_prefix_, end_prefix_, next_prefix_;
   IntervalSet steps_, in_window_;
   std::uint64_t records_ = 0;
 };

@@ -265,10 +265,6 @@ void LineParser::parse(std::string_view line, Intern& intern, ParsedLine& out) {
                          [&](std::string_view identity) { return identity_only(identity, intern); });
 }
 
-bool LineParser::parse_canonical(std::string_view line, ParsedLine& out) const {
-  return impl_->canonical.parse(line, out);
-}
-
 bool LineParser::identity_only(std::string_view identity, Intern& intern) {
   Impl& impl = *impl_;
   impl.scratch.assign("{").append(identity).append("}");

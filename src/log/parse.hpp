@@ -38,12 +38,6 @@ class LineParser {
   // Strings kept in the result are interned in `intern`.
   void parse(std::string_view line, Intern& intern, ParsedLine& out);
 
-  // The fast path alone: true when `line` is in the canonical layout and its
-  // identity bytes are a template this parser learned (parse_fast.hpp); `out`
-  // then holds what parse() would give. false: parse() must read it. diff's
-  // byte stage reads most lines this way without interning anything.
-  bool parse_canonical(std::string_view line, ParsedLine& out) const;
-
   // Whether `identity`, the bytes between a canonical line's seq and its hash
   // (parse_fast.hpp), holds identity fields only (scope, op, io, name, and
   // dtype and shape when present): then every canonical line carrying these
