@@ -201,22 +201,43 @@ struct ProcessEnd {
   std::optional<int> wait_status;
 };
 
-ProcessEnd process_end(long pid) {
+// A process, from its /proc/PID/stat (describe_process, the one reader of
+// that file here: process_end and the walk of descendants use it).
+struct Descendant {
+  pid_t pid = 0;
+  pid_t parent = 0;
+  char state = '?';
+  unsigned long long start = 0;  // clock ticks after boot: a pid and it name one process
+  std::optional<int> wait_status;  // a zombie's, as waitpid gives it (field 52, exit_code)
+};
+
+// A process as /proc/PID/stat describes it now; nullopt when it is gone.
+std::optional<Descendant> describe_process(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text;
-  if (!in || !std::getline(in, text)) return {true, std::nullopt};
+  if (!std::getline(in, text)) return std::nullopt;  // gone meanwhile
   const auto close = text.rfind(')');  // the command name may hold spaces and ')'
-  if (close == std::string::npos) return {true, std::nullopt};
+  if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(text.substr(close + 1));
-  std::string state;
-  fields >> state;
-  if (state != "Z" && state != "X") return {false, std::nullopt};
-  // Fields 4 .. 52 follow the state (field 3).
-  std::string field;
-  for (int index = 4; index <= 52 && (fields >> field); ++index) {
-    if (index == 52) return {true, std::stoi(field)};
-  }
-  return {true, std::nullopt};
+  Descendant process;
+  process.pid = pid;
+  std::string state, skip;
+  if (!(fields >> state >> process.parent) || state.empty()) return std::nullopt;
+  process.state = state[0];
+  // Fields 5 (pgrp) to 21 (itrealvalue), then 22: starttime.
+  for (int field = 5; field <= 21; ++field) fields >> skip;
+  if (!(fields >> process.start)) return std::nullopt;
+  // Fields 23 .. 51, then 52: exit_code.
+  for (int field = 23; field <= 51; ++field) fields >> skip;
+  if (int code = 0; fields >> code) process.wait_status = code;
+  return process;
+}
+
+ProcessEnd process_end(long pid) {
+  const auto process = describe_process(static_cast<pid_t>(pid));
+  if (!process) return {true, std::nullopt};
+  if (process->state != 'Z' && process->state != 'X') return {false, std::nullopt};
+  return {true, process->wait_status};
 }
 
 std::string file_tail(const std::filesystem::path& file) {
@@ -417,8 +438,9 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch) {
       continue;
     }
     const bool watched = watch.watched(status.pid);
-    if (watched ? !watch.ended(status.pid) : !process_end(status.pid).gone) continue;
+    if (watched && !watch.ended(status.pid)) continue;
     const ProcessEnd end = process_end(status.pid);
+    if (!watched && !end.gone) continue;
     if (auto again = read_status(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".status"), rank);
         again && again->exited) {
       if (again->code == 0) continue;
@@ -498,36 +520,10 @@ std::string rank_list(const std::vector<const RankFault*>& faults) {
   return out;
 }
 
-// Every process below ours (children, theirs, ...) with its parent, state and
-// start time, from /proc, leaving out the subtrees of the processes in `skip`.
-struct Descendant {
-  pid_t pid = 0;
-  pid_t parent = 0;
-  char state = '?';
-  unsigned long long start = 0;  // clock ticks after boot: a pid and it name one process
-};
-
-// A process as /proc/PID/stat describes it now; nullopt when it is gone.
-std::optional<Descendant> describe_process(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(in, text)) return std::nullopt;  // gone meanwhile
-  const auto close = text.rfind(')');  // the command name may hold spaces and ')'
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(text.substr(close + 1));
-  Descendant process;
-  process.pid = pid;
-  std::string state, skip;
-  if (!(fields >> state >> process.parent) || state.empty()) return std::nullopt;
-  process.state = state[0];
-  // Fields 5 (pgrp) to 21 (itrealvalue), then 22: starttime.
-  for (int field = 5; field <= 21; ++field) fields >> skip;
-  if (!(fields >> process.start)) return std::nullopt;
-  return process;
-}
-
 using ProcessKey = std::pair<pid_t, unsigned long long>;  // pid and start time
 
+// Every process below ours (children, theirs, ...) from /proc, leaving out
+// the subtrees of the processes in `skip`.
 std::vector<Descendant> descendants(const std::set<ProcessKey>& skip) {
   namespace fs = std::filesystem;
   std::multimap<pid_t, Descendant> by_parent;
