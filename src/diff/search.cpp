@@ -48,7 +48,7 @@ struct RankSearch {
   std::int64_t steps_read = 0;
   std::optional<Mismatch> first;
   std::optional<std::int64_t> differs_at;  // the first step whose chains differ, once found
-  bool first_steps_vouched = false;  // both first steps chained and numbered (first_step_chained, _numbered)
+  bool first_steps_vouched = false;  // both first steps chained and numbered (first_steps_vouched)
   std::string collective;  // Classification::collective of the first mismatch
   std::set<std::string> collective_inputs_differing;  // at first->step
   std::uint64_t bytes_read = 0;
@@ -213,64 +213,38 @@ std::vector<StepRecord> strip_at(RankFile& a, RankFile& b, std::int64_t s) {
   });
 }
 
-// Whether both files' first steps carry a chain: a chain vouches for the
-// steps back to the last one without a chain (chain_prev 0, dtrace-fp(5)), so
-// it says nothing of a log's first steps when they were written without one
-// (a log mixing steps with and without chains). Empty when they do. The first
-// end record is looked for in the first bytes without parsing the records
-// before it (most often in the page the file's first line was read from),
-// else by binary search.
-std::string first_step_chained(RankFile& a, RankFile& b, std::int32_t rank) {
-  constexpr std::uint64_t kScan = 64 * 1024;
-  for (RankFile* f : {&a, &b}) {
-    const char side = f == &a ? 'A' : 'B';
-    auto first = f->first_line();
-    if (!first) return first.error().message;
-    if (!*first) return f->path() + " holds no records";
-    const std::int64_t s = (*first)->step();
-    const std::string at = side_name(side) + " rank " + std::to_string(rank) + " step " + std::to_string(s);
-    std::optional<std::uint64_t> chain;
-    if ((*first)->end_record()) {
-      chain = (*first)->parsed.chain;
-    } else {
-      auto end = f->first_end_record((*first)->offset, kScan);
-      if (!end) return end.error().message;
-      if (*end) {
-        if ((*end)->step() != s || (*end)->rank() != rank) return at + " has no end record";
-        chain = (*end)->parsed.chain;
-      } else {
-        const Probe p = probe(*f, s, rank, side);
-        if (!p.anomaly.empty()) return p.anomaly;
-        if (p.step != s) return at + " has no end record";
-        chain = p.chain;
-      }
-    }
-    if (!chain) return at + " carries no chain (its first step: chains cover the steps after the last one without)";
-  }
-  return {};
-}
-
-// Whether both files' first steps carry line numbers that are their lines,
-// counted from the header (line 1). The search numbers the records of a step
-// it reads from the previous end record's `line`, checked against the step's
-// own end record only: a file whose every `line` is off by the same amount
-// passes that check at every step but its first, and the search would name
-// places that are not the records' (dtrace check reports line-mismatch).
-// Empty when they do. (A shift that starts mid-file is check's to find.)
-std::string first_step_numbered(RankFile& a, RankFile& b, std::int32_t rank) {
+// Whether both files' first steps can be vouched for, each read once:
+// - ended by an end record with a chain: a chain vouches for the steps back to
+//   the last one without a chain (chain_prev 0, dtrace-fp(5)), so it says
+//   nothing of a log's first steps when they were written without one (a log
+//   mixing steps with and without chains);
+// - with line numbers that are their lines, counted from the header (line 1):
+//   the search numbers the records of a step it reads from the previous end
+//   record's `line`, checked against the step's own end record only, so a
+//   file whose every `line` is off by the same amount passes that check at
+//   every step but its first, and the search would name places that are not
+//   the records' (dtrace check reports line-mismatch). A shift that starts
+//   mid-file is check's to find.
+// Empty when they can.
+std::string first_steps_vouched(RankFile& a, RankFile& b, std::int32_t rank) {
   for (RankFile* f : {&a, &b}) {
     auto first = f->first_line();
     if (!first) return first.error().message;
     if (!*first) return f->path() + " holds no records";
     const std::int64_t s = (*first)->step();
+    const std::string at =
+        side_name(f == &a ? 'A' : 'B') + " rank " + std::to_string(rank) + " step " + std::to_string(s);
     auto step = f->read_step((*first)->offset, s, 1);
     if (!step) return step.error().message;
+    if (step->step.status == StepStatus::incomplete || step->step.rank != rank) return at + " has no end record";
+    if (!step->step.chain) {
+      return at + " carries no chain (its first step: chains cover the steps after the last one without)";
+    }
     if (!step->numbered) {
-      return side_name(f == &a ? 'A' : 'B') + " rank " + std::to_string(rank) + " step " + std::to_string(s) +
-             (step->step.logged_line
-                  ? ": its end record's line number is not the line it is on, counted from the header (dtrace "
-                    "check reports line-mismatch)"
-                  : ": no line numbers in its end records (an older recorder)");
+      return at + (step->step.logged_line
+                       ? ": its end record's line number is not the line it is on, counted from the header "
+                         "(dtrace check reports line-mismatch)"
+                       : ": no line numbers in its end records (an older recorder)");
     }
   }
   return {};
@@ -284,8 +258,8 @@ std::string first_step_numbered(RankFile& a, RankFile& b, std::int32_t rank) {
 // (complete, its chain its records', its end record's line number counted
 // from the previous one), so that the reader resumes after it at a known line;
 // `mismatch` is set when its chain is not its records'.
-// `first_vouched`: search_rank already found both first steps chained and
-// numbered, which is then not read again.
+// `first_vouched`: search_rank already found both first steps vouched for
+// (first_steps_vouched), which are then not read again.
 std::optional<SharedPrefix> vouched_prefix(RankFile& a, RankFile& b, std::int32_t rank,
                                            std::optional<std::int64_t> below, const StepWindow& window,
                                            std::uint32_t file_a, std::uint32_t file_b, bool first_vouched,
@@ -294,9 +268,7 @@ std::optional<SharedPrefix> vouched_prefix(RankFile& a, RankFile& b, std::int32_
   if (!first_a || !first_b || !*first_a || !*first_b) return std::nullopt;
   const std::int64_t s0 = (*first_a)->step();
   if ((*first_b)->step() != s0 || (*first_a)->rank() != rank || (*first_b)->rank() != rank) return std::nullopt;
-  if (!first_vouched && (!first_step_chained(a, b, rank).empty() || !first_step_numbered(a, b, rank).empty())) {
-    return std::nullopt;
-  }
+  if (!first_vouched && !first_steps_vouched(a, b, rank).empty()) return std::nullopt;
   auto last_a = a.last_whole_line(), last_b = b.last_whole_line();
   if (!last_a || !last_b || !*last_a || !*last_b) return std::nullopt;
   std::int64_t hi = std::min((*last_a)->step(), (*last_b)->step());
@@ -377,8 +349,7 @@ void search_rank(RankSearch& out, RankFile& a, RankFile& b, const StepWindow& wi
     return fail("rank " + std::to_string(rank) + ": run A holds steps " + std::to_string(start_a) + "-" +
                 std::to_string(end_a) + ", run B " + std::to_string(start_b) + "-" + std::to_string(end_b));
   }
-  if (std::string why = first_step_chained(a, b, rank); !why.empty()) return fail(why);
-  if (std::string why = first_step_numbered(a, b, rank); !why.empty()) return fail(why);
+  if (std::string why = first_steps_vouched(a, b, rank); !why.empty()) return fail(why);
   out.first_steps_vouched = true;
   std::int64_t lo = std::max(start_a, window.first), hi = std::min(end_a, window.last);
   out.first_step = lo;

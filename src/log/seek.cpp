@@ -187,33 +187,6 @@ Result<std::optional<SeekLine>> RankFile::first_line() {
   return *first_;
 }
 
-Result<std::optional<SeekLine>> RankFile::first_end_record(std::uint64_t offset, std::uint64_t limit) {
-  std::uint64_t at = std::max(offset, data_begin_);
-  const std::uint64_t stop = std::min(size_, at + limit);
-  while (at < stop) {
-    for (std::uint64_t length = kChunk;; length *= 2) {
-      const auto avail = static_cast<std::size_t>(std::min<std::uint64_t>(length, size_ - at));
-      auto text = read(at, avail);
-      if (!text) return text.error();
-      if (const void* nl = std::memchr(text->data(), '\n', text->size())) {
-        const auto size = static_cast<std::size_t>(static_cast<const char*>(nl) - text->data());
-        const std::string_view line = text->substr(0, size);
-        // Only an end record has the key "end" (a string value cannot hold
-        // `"end":` unescaped), so record lines are passed over unparsed.
-        if (line.find("\"end\":") != std::string_view::npos) {
-          auto parsed = parse_at(at, line, at + size + 1);
-          if (!parsed) return parsed.error();
-          if (parsed->end_record()) return std::optional<SeekLine>{std::move(*parsed)};
-        }
-        at += size + 1;
-        break;
-      }
-      if (at + avail == size_) return std::optional<SeekLine>{};  // a last line cut short
-    }
-  }
-  return std::optional<SeekLine>{};
-}
-
 Result<std::optional<SeekLine>> RankFile::last_line() {
   if (size_ <= data_begin_) return std::optional<SeekLine>{};
   auto last = read(size_ - 1, 1);

@@ -60,10 +60,6 @@ class RankFile {
   // short (no final newline): `truncated()` then says so.
   Result<std::optional<SeekLine>> last_line();
   bool truncated() const { return truncated_; }
-  // The first end record starting at or after `offset` and before
-  // `offset + limit`, found by its "end" key without parsing the record lines
-  // before it; nullopt when there is none there.
-  Result<std::optional<SeekLine>> first_end_record(std::uint64_t offset, std::uint64_t limit);
   // The last line that ends with a newline: last_line(), or the line before
   // a last line cut short; nullopt when there is none.
   Result<std::optional<SeekLine>> last_whole_line();
