@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+import rank_watch  # beside this file
+
 
 class RunOptions(ctypes.Structure):
     _fields_ = [
@@ -72,36 +74,9 @@ def dtrace_pid():
     sys.exit(f"rank {rank}: no dtrace above this process")
 
 
-def rank_pids():
-    """Each rank's process, once every rank's status file says "running PID"."""
-    while True:
-        pids = []
-        for r in range(world):
-            try:
-                words = open(f"{out_dir}/rank{r}.status").read().split()
-            except OSError:
-                words = []
-            if len(words) >= 2 and words[0] == "running":
-                pids.append(words[1])
-        if len(pids) == world:
-            return pids
-        time.sleep(0.01)
-
-
 def stop_dtrace_until_the_others_end():
     dtrace = dtrace_pid()
-    pids = rank_pids()
-    fdinfo = f"/proc/{dtrace}/fdinfo"
-    while True:  # until dtrace holds a pidfd on every rank's process
-        watched = set()
-        for fd in os.listdir(fdinfo):
-            try:
-                watched.update(line.split()[1] for line in open(f"{fdinfo}/{fd}") if line.startswith("Pid:"))
-            except (OSError, IndexError):
-                pass
-        if set(pids) <= watched:
-            break
-        time.sleep(0.01)
+    pids = rank_watch.wait_until_watched(dtrace, out_dir, world)
     os.kill(dtrace, signal.SIGSTOP)
     others = [p for r, p in enumerate(pids) if r != rank]
     helper = (

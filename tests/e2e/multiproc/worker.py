@@ -19,6 +19,8 @@ dtrace could see the ranks start.
 """
 import argparse, json, math, os, random, struct, sys, time
 
+import rank_watch  # beside this file
+
 # ---- dtrace-replay/1.1, as in dtrace-fp(5) EXAMPLES ----
 rank, d = int(os.environ.get("RANK", "0")), os.environ.get("DTRACE_OUT_DIR") or os.environ.get("DTRACE_RUN_DIR")
 def status(line):
@@ -129,28 +131,6 @@ def allreduce(step, value):
         total += float(open(f"{shared}/s{step}.r{r}").read())
     return total
 
-def wait_until_watched():
-    """Until dtrace holds a pidfd on every rank's process (its fdinfo's "Pid:")."""
-    fdinfo = f"/proc/{env['MP_DTRACE_PID']}/fdinfo"
-    while True:
-        pids = set()
-        for r in range(world):
-            try:
-                words = open(f"{d}/rank{r}.status").read().split()
-            except OSError:
-                words = []
-            if len(words) >= 2 and words[0] == "running":
-                pids.add(words[1])
-        watched = set()
-        for fd in os.listdir(fdinfo):
-            try:
-                watched.update(line.split()[1] for line in open(f"{fdinfo}/{fd}") if line.startswith("Pid:"))
-            except (OSError, IndexError):
-                pass
-        if len(pids) == world and pids <= watched:
-            return
-        time.sleep(0.01)
-
 def planted_end(step):
     """The failure MP_*_RANK asks of this rank, if any."""
     modes = ("MP_FAIL_RANK", "MP_KILL_RANK", "MP_HANG_RANK", "MP_EXIT_RANK", "MP_OSEXIT_RANK")
@@ -158,7 +138,7 @@ def planted_end(step):
     if mode is None:
         return
     if env.get("MP_WAIT_WATCHED") == "1":
-        wait_until_watched()
+        rank_watch.wait_until_watched(env["MP_DTRACE_PID"], d, world)
     if mode == "MP_FAIL_RANK":
         print(f"rank {rank}: planted failure before step {step}", file=sys.stderr)
         raise RuntimeError(f"planted failure on rank {rank}")
