@@ -1,5 +1,7 @@
 #include "log/reader.hpp"
 
+#include "log/declared.hpp"
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "log/declared.hpp"
 #include "log/intern.hpp"
 #include "log/parse.hpp"
 #include "util/parallel.hpp"
@@ -277,10 +280,8 @@ struct RunReader::Impl {
   std::vector<std::int64_t> skipped_visits;
   std::vector<std::int64_t> skipped_rank;
   std::unordered_map<std::int64_t, std::size_t> skipped_owner;
-  // Per file whose header declares one rank (Header::rank): the step of its
-  // last line and of its last end record, to hold it to its declaration.
-  std::vector<std::int64_t> declared_last_step;
-  std::vector<std::optional<std::int64_t>> declared_last_end;
+  // Per file: held to its header's rank declaration, if any (Header::rank).
+  std::vector<DeclaredRank> declared;
 };
 
 namespace {
@@ -372,10 +373,7 @@ void RunReader::skip_prefix(std::size_t file, Position resume, std::int32_t rank
   impl.handed_out[rank] = steps;
   // The skipped steps were this file's lines up to `resume`: a declared file
   // is held to its order from the last of them on, as if they had been read.
-  if (!steps.empty() && headers_.at(file).rank) {
-    impl.declared_last_step.at(file) = steps.max();
-    impl.declared_last_end.at(file) = steps.max();
-  }
+  if (!steps.empty()) impl.declared.at(file).skipped_through(steps.max());
 }
 RunReader::~RunReader() = default;
 
@@ -454,8 +452,7 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path, cons
     reader->headers_.push_back(std::move(*header));
     reader->files_.push_back(file);
     impl.cursors.push_back(std::move(o.cursor));
-    impl.declared_last_step.push_back(INT64_MIN);
-    impl.declared_last_end.emplace_back();
+    impl.declared.emplace_back(reader->headers_.back().rank);
   }
   if (reader->headers_.empty()) return Error{path + ": no file of this run has a header"};
   const Header& first = reader->headers_.front();
@@ -566,24 +563,12 @@ Result<std::optional<Step>> RunReader::next() {
                      files_[impl.skipped_owner[p.rank]] + ", whose first steps were skipped"};
       }
       const std::int64_t step = p.kind == LineKind::end ? p.step : p.record.step;
-      if (const auto& declared = headers_[cursor.index()].rank) {
-        // A search skips what chains vouch for in such a file without reading
-        // it, so the file must be what its header says, or it is an error here
-        // (and in dtrace check) rather than a line the search never sees.
-        if (p.rank != *declared) {
-          return Error{where() + ": rank " + std::to_string(p.rank) + " in a file whose header declares rank " +
-                       std::to_string(*declared) + " alone (header field 'rank', dtrace-fp(5))"};
-        }
-        auto& last = impl.declared_last_step[cursor.index()];
-        auto& last_end = impl.declared_last_end[cursor.index()];
-        if (step < last || (last_end && step <= *last_end)) {
-          return Error{where() + ": step " + std::to_string(step) +
-                       (step < last ? " after step " + std::to_string(last) : " after its end record") +
-                       " in a file whose header declares rank " + std::to_string(*declared) +
-                       " alone, in step order (header field 'rank', dtrace-fp(5))"};
-        }
-        last = step;
-        if (p.kind == LineKind::end) last_end = step;
+      // A search skips what chains vouch for in a declared file without
+      // reading it, so the file must be what its header says, or it is an
+      // error here (and in dtrace check) rather than a line the search never sees.
+      if (std::string why = impl.declared[cursor.index()].check(p.rank, step, p.kind == LineKind::end);
+          !why.empty()) {
+        return Error{where() + ": " + why};
       }
       const StepKey key{static_cast<std::int32_t>(p.rank), step};
       // Lines of one step come together: look the step up once, not per line.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "log/declared.hpp"
 #include "log/reader.hpp"
 #include "util/intervals.hpp"
 
@@ -58,6 +59,7 @@ struct RunFollower::File {
   std::size_t begin = 0, end = 0;
   std::uint64_t line = 0;       // lines consumed
   bool header_done = false;
+  log::DeclaredRank declared;  // held to its header's rank declaration, as the reader holds it
   bool consumed = false;  // the last consume() took lines
   bool parked = false;    // beyond the descriptor budget: open during a visit only
   std::size_t last_records = 0;  // the records of the last step it completed
@@ -176,6 +178,7 @@ Result<void> RunFollower::take_line(File& file, std::string_view text, std::uint
                      first.hash + "\")"};
       }
     }
+    file.declared = log::DeclaredRank(header->rank);
     headers_.push_back(std::move(*header));
     file.header_done = true;
     return {};
@@ -190,6 +193,9 @@ Result<void> RunFollower::take_line(File& file, std::string_view text, std::uint
   }
   const auto rank = static_cast<std::int32_t>(p.rank);
   const std::int64_t step = p.kind == log::LineKind::end ? p.step : p.record.step;
+  if (std::string why = file.declared.check(p.rank, step, p.kind == log::LineKind::end); !why.empty()) {
+    return Error{where() + ": " + why};
+  }
   auto [it, fresh] = pending_.try_emplace({rank, step});
   PendingStep& pending = it->second;
   if (fresh) {

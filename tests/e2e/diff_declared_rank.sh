@@ -2,8 +2,8 @@
 # A file whose header declares one rank (field `rank`, dtrace-fp(5)) is held to
 # it: diff's search skips such a file's vouched steps unread, so a line of
 # another rank, a step out of order or a line after its step's end record in it
-# is an error naming the file and line, in diff (streamed or searched) and check
-# alike, never a line silently left out. The same lines in an undeclared file
+# is an error naming the file and line, in diff (streamed or searched), check
+# and watch alike, never a line silently left out. The same lines in an undeclared file
 # are a valid log. A malformed declaration is a malformed header.
 . "$(dirname "$0")/lib.sh"
 
@@ -33,6 +33,9 @@ for mode in "" --stream; do
 done
 run_dtrace 2 check stray
 trouble_is "stray/rank0.jsonl:4: rank 1 in a file whose header declares rank 0 alone"
+# watch follows the same files by the same rule (log::DeclaredRank).
+run_dtrace 2 watch stray --against A --idle 1
+trouble_is "stray/rank0.jsonl:4: rank 1 in a file whose header declares rank 0 alone"
 
 # The same layout undeclared is a valid log: rank 1 diverged at step 1.
 sed -i '1s/,"rank":0//' stray/rank0.jsonl
@@ -49,6 +52,8 @@ run_dtrace 2 diff A order
 trouble_is "order/rank0.jsonl:6: step 1 after step 2 in a file whose header declares rank 0 alone, in step order"
 run_dtrace 2 check order
 trouble_is "order/rank0.jsonl:6: step 1 after step 2"
+run_dtrace 2 watch order --against A --idle 1
+trouble_is "order/rank0.jsonl:6: step 1 after step 2 in a file whose header declares rank 0 alone, in step order"
 
 # A record after its step's end record in a declared file.
 ref late
