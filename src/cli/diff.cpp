@@ -38,7 +38,8 @@ void add_diff(CLI::App& app, int& exit_status) {
       ->type_name("FILE");
   cmd->add_flag("--stream", options->stream,
                 "read every record of both runs, even when both carry chained step digests\n"
-                "(by default those are searched, and only the differing steps are read)");
+                "(by default those are searched, in files whose header declares one rank,\n"
+                "and only the differing steps are read)");
   cmd->add_option("--steps", options->steps, "compare only the steps in this window: A-B, A- or A")
       ->check(step_range());
   cmd->callback([options, &exit_status] {
