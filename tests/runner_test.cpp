@@ -15,8 +15,11 @@
 #include <functional>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
+#include <tuple>
 
+#include "replay/processes.hpp"
 #include "support.hpp"
 
 using dtrace::replay::Command;
@@ -317,4 +320,69 @@ TEST_CASE("split_words splits like a shell without expanding") {
   CHECK(*words == std::vector<std::string>{"minitrain", "--out", "a b", "c \"d\"", "e f", "$HOME"});
   CHECK_FALSE(split_words("x 'unterminated").ok());
   CHECK_FALSE(split_words("   ").ok());
+}
+
+TEST_CASE("runner reads how an unreaped rank ended from its zombie: a signal or an exit code it did not write") {
+  // Rank 0 writes its status as the recorder does (a file renamed into
+  // place), then ends without writing how: killed by a signal, or by exit(3)
+  // in a program that writes no status at its end. The launcher never reaps
+  // it (it becomes sleep at once, which never waits), so how the rank ended
+  // is known only from its zombie's /proc/PID/stat (describe_process's field
+  // 52); losing it turns both into "ended without writing".
+  const auto [end, kind, code] =
+      GENERATE(std::make_tuple(std::string("kill -9 $$"), dtrace::replay::RankFault::Kind::signaled, 9),
+               std::make_tuple(std::string("exit 3"), dtrace::replay::RankFault::Kind::exited, 3));
+  CAPTURE(end);
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "";
+  const std::string rank = "echo \"running $$\" >" + d + "rank0.status.new; mv " + d + "rank0.status.new " + d +
+                           "rank0.status; sleep 0.2; " + end;
+  const std::string launcher = "/bin/sh -c '" + rank + "' & exec sleep 1000";
+  auto outcome = run(Command{{"/bin/sh", "-c", launcher}, {}, "", 60, d});
+  REQUIRE(outcome.ok());
+  REQUIRE(outcome->faults.size() == 1);
+  CHECK(outcome->faults.front().rank == 0);
+  CHECK(outcome->faults.front().kind == kind);
+  CHECK(outcome->faults.front().code == code);
+}
+
+TEST_CASE("describe_process reads a zombie's wait status, and kill_exactly signals no process whose start differs") {
+  using dtrace::replay::describe_process;
+  using dtrace::replay::kill_exactly;
+  const pid_t ended = ::fork();
+  if (ended == 0) ::_exit(7);
+  // A zombie until waited for.
+  std::optional<dtrace::replay::Process> zombie;
+  for (int i = 0; i < 2000 && !(zombie && zombie->state == 'Z'); ++i) {
+    zombie = describe_process(ended);
+    if (!zombie || zombie->state != 'Z') ::usleep(1000);
+  }
+  REQUIRE(zombie);
+  CHECK(zombie->state == 'Z');
+  CHECK(zombie->parent == ::getpid());
+  REQUIRE(zombie->wait_status);
+  CHECK(WIFEXITED(*zombie->wait_status));
+  CHECK(WEXITSTATUS(*zombie->wait_status) == 7);
+  ::waitpid(ended, nullptr, 0);
+  CHECK_FALSE(describe_process(ended));
+
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto process = describe_process(child);
+  REQUIRE(process);
+  // The same pid, another start time: the process a walk saw has ended and
+  // its pid names another one now. It must not be signalled.
+  dtrace::replay::Process other = *process;
+  other.start += 1;
+  CHECK_FALSE(kill_exactly(other));
+  ::usleep(50'000);
+  int status = 0;
+  CHECK(::waitpid(child, &status, WNOHANG) == 0);  // still running
+  CHECK(kill_exactly(*process));
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
 }

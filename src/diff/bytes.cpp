@@ -15,6 +15,7 @@
 
 #include "log/intern.hpp"
 #include "log/parse.hpp"
+#include "log/parse_fast.hpp"
 #include "util/parallel.hpp"
 
 namespace dtrace::diff {
@@ -48,7 +49,8 @@ class Block {
     std::memmove(data_.get(), data_.get() + from, size_ - from);
     size_ -= from;
     while (size_ < kBlock && !eof_) {
-      const ssize_t got = ::pread(fd_, data_.get() + size_, kBlock - size_, static_cast<off_t>(offset_));
+      const ssize_t got =
+          ::pread(fd_, data_.get() + size_, kBlock - size_, static_cast<off_t>(offset_));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return false;
       if (got == 0) eof_ = true;
@@ -84,39 +86,31 @@ std::size_t shared_length(const Block& a, std::size_t pa, const Block& b, std::s
   return i;
 }
 
-// A JSON integer without sign or leading zero, of at most 18 digits, at the
-// front of [p, end); the pointer past it, or null.
-const char* take_digits(const char* p, const char* end, std::uint64_t& out) {
-  const char* first = p;
-  std::uint64_t v = 0;
-  while (p != end && p - first < 18 && static_cast<unsigned char>(*p - '0') <= 9) {
-    v = v * 10 + static_cast<std::uint64_t>(*p - '0');
-    ++p;
-  }
-  if (p == first || (p - first > 1 && *first == '0')) return nullptr;
-  if (p != end && static_cast<unsigned char>(*p - '0') <= 9) return nullptr;
-  out = v;
-  return p;
-}
-
 // One side's lines of a shared prefix, checked as bytes.hpp says, step by step.
 class StepChecker {
  public:
-  StepChecker(std::int64_t world_size, const StepWindow& window) : world_size_(world_size), window_(window) {}
+  StepChecker(std::int64_t world_size, const StepWindow& window)
+      : world_size_(world_size), window_(window) {}
 
   enum class Line { record, step_end, refused };
 
   // `line` (without its newline) must be followed by log::kLinePadding
   // readable bytes.
   Line check(std::string_view line) {
+    // The reader's canonical reading (log::CanonicalLines), from the step's
+    // known prefix on: a line of this step, or the first of the next one.
+    log::CanonicalLines::Reading r;
     if (in_step_) {
-      if (canonical_record(line)) return Line::record;
-      if (canonical_end(line)) return end_step();
-    } else if (have_step_ && starts_with(line, next_prefix_)) {
-      // Most steps follow the one before: its first line is then canonical too.
+      if (starts_with(line, head_) && canonical_.read_after(line, head_.size(), step_, rank_, r)) {
+        if (!r.end_record) return counted(r.io);
+        if (r.count == step_records_) return end_step();
+      }
+    } else if (have_step_ && starts_with(line, next_head_) &&
+               canonical_.read_after(line, next_head_.size(), last_step_ + 1, rank_, r) &&
+               !r.end_record) {
+      // Most steps follow the one before.
       start_step(last_step_ + 1, rank_);
-      if (canonical_record(line)) return Line::record;
-      in_step_ = false;
+      return counted(r.io);
     }
     return parsed(line);
   }
@@ -131,7 +125,8 @@ class StepChecker {
     if (other_.kind != log::LineKind::record) return Line::refused;
     parser_.parse(a, intern_, parsed_);
     if (parsed_.kind != log::LineKind::record || parsed_.rank != other_.rank) return Line::refused;
-    if (log::is_compared(parsed_.record.io) || !same_identity(parsed_.record, other_.record)) return Line::refused;
+    if (log::is_compared(parsed_.record.io) || !same_identity(parsed_.record, other_.record))
+      return Line::refused;
     return accept(parsed_.record, a);
   }
 
@@ -141,72 +136,14 @@ class StepChecker {
   std::uint64_t records() const { return records_; }
 
  private:
-  struct Template {
-    std::string identity;
-    bool compared = false;
-    bool valid = false;
-  };
-  static constexpr std::uint64_t kMaxTemplates = 1u << 20;
-  static constexpr std::string_view kHash = ",\"hash\":\"";
-  static constexpr std::size_t kHashSuffix = kHash.size() + 16 + 2;  // ,"hash":"<16 hex>"}
-
   static bool starts_with(std::string_view line, const std::string& prefix) {
-    return line.size() >= prefix.size() && std::memcmp(line.data(), prefix.data(), prefix.size()) == 0;
+    return line.size() >= prefix.size() &&
+           std::memcmp(line.data(), prefix.data(), prefix.size()) == 0;
   }
 
-  // A tensor record of this step in the canonical layout: its seq and
-  // identity bytes; false for anything else.
-  bool split(std::string_view line, std::uint64_t& seq, std::string_view& identity) const {
-    if (!starts_with(line, record_prefix_)) return false;
-    const char* p = line.data() + record_prefix_.size();
-    const char* const end = line.data() + line.size();
-    p = take_digits(p, end, seq);
-    if (p == nullptr || p == end || *p != ',') return false;
-    ++p;
-    if (static_cast<std::size_t>(end - p) <= kHashSuffix) return false;
-    const char* suffix = end - kHashSuffix;
-    if (std::memcmp(suffix, kHash.data(), kHash.size()) != 0 || end[-2] != '"' || end[-1] != '}') return false;
-    log::Digest digest;
-    if (!log::parse_digest(std::string_view(suffix + kHash.size(), 16), digest)) return false;
-    identity = std::string_view(p, static_cast<std::size_t>(suffix - p));
-    return true;
-  }
-
-  // A record line whose identity bytes are its seq's template.
-  bool canonical_record(std::string_view line) {
-    std::uint64_t seq = 0;
-    std::string_view identity;
-    if (!split(line, seq, identity) || seq >= templates_.size()) return false;
-    const Template& t = templates_[seq];
-    if (!t.valid || t.identity != identity) return false;
-    ++step_records_;
-    step_compared_ += t.compared ? 1 : 0;
-    return true;
-  }
-
-  // The step's end record counting the records read, in the writer's layout
-  // (append_end_line): optionally a chain, then optionally its line number.
-  bool canonical_end(std::string_view line) const {
-    if (!starts_with(line, end_prefix_)) return false;
-    const char* p = line.data() + end_prefix_.size();
-    const char* const end = line.data() + line.size();
-    std::uint64_t count = 0;
-    p = take_digits(p, end, count);
-    if (p == nullptr || count != static_cast<std::uint64_t>(step_records_)) return false;
-    constexpr std::string_view kChain = ",\"chain\":\"";
-    if (end - p >= static_cast<std::ptrdiff_t>(kChain.size() + 17) && std::memcmp(p, kChain.data(), kChain.size()) == 0) {
-      log::Digest digest;
-      p += kChain.size();
-      if (!log::parse_digest(std::string_view(p, 16), digest) || p[16] != '"') return false;
-      p += 17;
-    }
-    constexpr std::string_view kLine = ",\"line\":";
-    if (static_cast<std::size_t>(end - p) > kLine.size() && std::memcmp(p, kLine.data(), kLine.size()) == 0) {
-      std::uint64_t number = 0;
-      p = take_digits(p + kLine.size(), end, number);
-      if (p == nullptr || number < 2) return false;  // the parser's bound: after the header
-    }
-    return end - p == 1 && *p == '}';
+  // The bytes every line of (step, rank) starts with, in the writer's layout.
+  static std::string head(std::int64_t step, std::int64_t rank) {
+    return "{\"step\":" + std::to_string(step) + ",\"rank\":" + std::to_string(rank);
   }
 
   void start_step(std::int64_t step, std::int64_t rank) {
@@ -214,13 +151,9 @@ class StepChecker {
     step_ = step;
     rank_ = rank;
     step_records_ = step_compared_ = 0;
-    const std::string head = "{\"step\":" + std::to_string(step) + ",\"rank\":" + std::to_string(rank);
-    record_prefix_ = head + ",\"seq\":";
-    end_prefix_ = head + ",\"end\":true,\"count\":";
-    // A line starts with '{', so the last step's "next prefix" matches none.
-    next_prefix_ = step == INT64_MAX ? std::string("\n")
-                                     : "{\"step\":" + std::to_string(step + 1) + ",\"rank\":" +
-                                           std::to_string(rank) + ",\"seq\":";
+    head_ = head(step, rank);
+    // A line starts with '{', so the last step's "next head" matches none.
+    next_head_ = step == INT64_MAX ? std::string("\n") : head(step + 1, rank);
   }
 
   Line end_step() {
@@ -246,14 +179,17 @@ class StepChecker {
   }
 
   // Blank lines, CRLF ends and the like are the reader's business.
-  static bool braced(std::string_view line) { return !line.empty() && line.front() == '{' && line.back() == '}'; }
+  static bool braced(std::string_view line) {
+    return !line.empty() && line.front() == '{' && line.back() == '}';
+  }
 
   // Everything but the value and digest, which the diff ignores in records
   // it does not compare.
   static bool same_identity(const log::Record& x, const log::Record& y) {
-    return x.step == y.step && x.seq == y.seq && x.rank == y.rank && x.io == y.io && x.io_text == y.io_text &&
-           x.scalar == y.scalar && x.has_shape == y.has_shape && x.has_value == y.has_value && x.scope == y.scope &&
-           x.op == y.op && x.name == y.name && x.dtype == y.dtype && std::ranges::equal(x.shape, y.shape);
+    return x.step == y.step && x.seq == y.seq && x.rank == y.rank && x.io == y.io &&
+           x.io_text == y.io_text && x.scalar == y.scalar && x.has_shape == y.has_shape &&
+           x.has_value == y.has_value && x.scope == y.scope && x.op == y.op && x.name == y.name &&
+           x.dtype == y.dtype && std::ranges::equal(x.shape, y.shape);
   }
 
   // Any other line, read by the parser that defines what lines mean.
@@ -268,44 +204,32 @@ class StepChecker {
     return accept(parsed_.record, line);
   }
 
-  // A record the parser read from `line`, if it may come next.
+  // A record the parser read from `line`, if it may come next; its identity
+  // bytes become its seq's template, as the reader's parser learns them.
   Line accept(const log::Record& r, std::string_view line) {
     if (!fits(r.step, parsed_.rank)) return Line::refused;
-    ++step_records_;
-    step_compared_ += log::is_compared(r.io) ? 1 : 0;
-    learn(line, r);
-    return Line::record;
+    canonical_.learn(line, r, [&](std::string_view identity) {
+      return parser_.identity_only(identity, intern_);
+    });
+    return counted(r.io);
   }
 
-  // Remembers a tensor record's identity bytes as its seq's template when
-  // they hold identity fields only (the condition of parse_fast.hpp's).
-  void learn(std::string_view line, const log::Record& r) {
-    std::uint64_t seq = 0;
-    std::string_view identity;
-    if (r.scalar || !split(line, seq, identity) || static_cast<std::int64_t>(seq) != r.seq) return;
-    if (seq >= kMaxTemplates || seq > 2 * learned_ + 1024) return;
-    if (seq >= templates_.size()) templates_.resize(seq + 1);
-    Template& t = templates_[seq];
-    if (t.valid && t.identity == identity) return;
-    t.valid = false;
-    if (!parser_.identity_only(identity, intern_)) return;
-    t.identity.assign(identity);
-    t.compared = log::is_compared(r.io);
-    t.valid = true;
-    ++learned_;
+  Line counted(log::Io io) {
+    ++step_records_;
+    step_compared_ += log::is_compared(io) ? 1 : 0;
+    return Line::record;
   }
 
   std::int64_t world_size_;
   StepWindow window_;
   log::LineParser parser_;
+  log::CanonicalLines canonical_;
   log::Intern intern_;
   log::ParsedLine parsed_, other_;
-  std::vector<Template> templates_;
-  std::uint64_t learned_ = 0;
   bool in_step_ = false, have_step_ = false;
   std::int64_t step_ = 0, last_step_ = 0, rank_ = -1;
   std::int64_t step_records_ = 0, step_compared_ = 0;
-  std::string record_prefix_, end_prefix_, next_prefix_;
+  std::string head_, next_head_;
   IntervalSet steps_, in_window_;
   std::uint64_t records_ = 0;
 };
@@ -317,9 +241,11 @@ struct FilePair {
 };
 
 // One pair's shared prefix, if it has a step.
-std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size, const StepWindow& window) {
+std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size,
+                                 const StepWindow& window) {
   Block a, b;
-  if (!a.open(pair.path_a, pair.start_a.offset) || !b.open(pair.path_b, pair.start_b.offset)) return std::nullopt;
+  if (!a.open(pair.path_a, pair.start_a.offset) || !b.open(pair.path_b, pair.start_b.offset))
+    return std::nullopt;
   StepChecker checker(world_size, window);
   std::uint64_t before_a = 0, before_b = 0;  // bytes of each file dropped from its block's front
   std::uint64_t lines = 0;
@@ -332,7 +258,8 @@ std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size, 
     const auto* newline = static_cast<const char*>(std::memchr(a.data() + pa, '\n', same));
     StepChecker::Line what = StepChecker::Line::refused;
     if (newline != nullptr) {
-      const std::string_view line(a.data() + pa, static_cast<std::size_t>(newline - (a.data() + pa)));
+      const std::string_view line(a.data() + pa,
+                                  static_cast<std::size_t>(newline - (a.data() + pa)));
       pa += line.size() + 1;
       pb += line.size() + 1;
       same -= line.size() + 1;
@@ -340,8 +267,12 @@ std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size, 
     } else {
       // The next line differs, or runs on past a block's end.
       const bool at_end = pa + same == a.size() || pb + same == b.size();
-      const auto* end_a = at_end ? nullptr : static_cast<const char*>(std::memchr(a.data() + pa, '\n', a.size() - pa));
-      const auto* end_b = at_end ? nullptr : static_cast<const char*>(std::memchr(b.data() + pb, '\n', b.size() - pb));
+      const auto* end_a =
+          at_end ? nullptr
+                 : static_cast<const char*>(std::memchr(a.data() + pa, '\n', a.size() - pa));
+      const auto* end_b =
+          at_end ? nullptr
+                 : static_cast<const char*>(std::memchr(b.data() + pb, '\n', b.size() - pb));
       if (end_a == nullptr || end_b == nullptr) {
         // Read on unless the line is a whole block long or both files ended.
         if ((pa == 0 && pb == 0) || (a.eof() && b.eof())) break;
@@ -352,8 +283,10 @@ std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size, 
         same = shared_length(a, 0, b, 0);
         continue;
       }
-      const std::string_view line_a(a.data() + pa, static_cast<std::size_t>(end_a - (a.data() + pa)));
-      const std::string_view line_b(b.data() + pb, static_cast<std::size_t>(end_b - (b.data() + pb)));
+      const std::string_view line_a(a.data() + pa,
+                                    static_cast<std::size_t>(end_a - (a.data() + pa)));
+      const std::string_view line_b(b.data() + pb,
+                                    static_cast<std::size_t>(end_b - (b.data() + pb)));
       pa += line_a.size() + 1;
       pb += line_b.size() + 1;
       what = checker.check_uncompared(line_a, line_b);
@@ -393,7 +326,8 @@ std::vector<FilePair> pair_files(const log::RunReader& a, const log::RunReader& 
     return pairs;
   }
   std::map<std::string, std::size_t> in_b;
-  for (std::size_t j = 0; j < b.files().size(); ++j) in_b.emplace(fs::path(b.files()[j]).filename().string(), j);
+  for (std::size_t j = 0; j < b.files().size(); ++j)
+    in_b.emplace(fs::path(b.files()[j]).filename().string(), j);
   for (std::size_t i = 0; i < a.files().size(); ++i) {
     auto it = in_b.find(fs::path(a.files()[i]).filename().string());
     if (it != in_b.end()) add(i, it->second);
@@ -404,15 +338,18 @@ std::vector<FilePair> pair_files(const log::RunReader& a, const log::RunReader& 
 }  // namespace
 
 std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::RunReader& b,
-                                          const StepWindow& window, const std::vector<SharedPrefix>& vouched) {
+                                          const StepWindow& window,
+                                          const std::vector<SharedPrefix>& vouched) {
   std::vector<FilePair> pairs = pair_files(a, b);
   std::vector<bool> vouched_a(a.files().size()), vouched_b(b.files().size());
   for (const SharedPrefix& v : vouched) vouched_a.at(v.file_a) = vouched_b.at(v.file_b) = true;
-  std::erase_if(pairs, [&](const FilePair& p) { return vouched_a[p.file_a] || vouched_b[p.file_b]; });
+  std::erase_if(pairs,
+                [&](const FilePair& p) { return vouched_a[p.file_a] || vouched_b[p.file_b]; });
   std::vector<std::optional<SharedPrefix>> found(pairs.size());
   for (const SharedPrefix& v : vouched) found.emplace_back(v);
   // Pairs are independent: two threads, as diff's two readers use two cores.
-  for_each_index(pairs.size(), 2, [&](std::size_t k) { found[k] = scan(pairs[k], a.world_size(), window); });
+  for_each_index(pairs.size(), 2,
+                 [&](std::size_t k) { found[k] = scan(pairs[k], a.world_size(), window); });
   std::map<std::int32_t, int> holders;
   for (const auto& p : found) {
     if (p) ++holders[p->rank];

@@ -13,7 +13,9 @@
 //     lines are checked, as their bytes are the other side's; a record line
 //     whose identity bytes equal those of an earlier line at its seq, already
 //     read by the full parser (LineParser::identity_only), is checked by its
-//     canonical layout alone, every other line by LineParser.
+//     canonical layout alone, as the reader's fast path reads it
+//     (log::CanonicalLines::read_after, from the step's known first bytes),
+//     every other line by LineParser.
 // Such steps are equal in both runs by construction, so the streaming diff
 // counts them as compared (their records of a compared io) and reads each
 // file from the end of its prefix (RunReader::skip_prefix). The prefix ends
