@@ -177,10 +177,19 @@ TEST_CASE("a replayed step: only that step, with the restored state", "[bisect][
   write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(5, with_state));
   CHECK(verdict(side, layer, std::nullopt) == "");
 
+  // The steps fast-forwarded to reach step 5 (DTRACE_FAST_FORWARD=step) may
+  // come before it; a step after it means the workload ran on.
   write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(4, with_state) + step_lines(5, with_state));
+  CHECK(verdict(side, layer, std::nullopt) == "");
+  write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(4, with_state) + step_lines(5, with_state) +
+                                               step_lines(6, with_state));
   CHECK(verdict(side, layer, std::nullopt) ==
-        "replay of run A (confirm): the workload ignored DTRACE_REPLAY_STEP=5: it recorded 2 steps (steps 4-5) "
-        "of 4 records at scopes step, fwd/layer.1 for rank 0 instead of step 5 only");
+        "replay of run A (confirm): the workload ignored DTRACE_REPLAY_STEP=5: it recorded 3 steps (steps 4-6) "
+        "of 6 records at scopes step, fwd/layer.1 for rank 0 instead of step 5 (and the steps it fast-forwarded "
+        "to reach it) only");
+  write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(4, with_state));
+  CHECK(verdict(side, layer, std::nullopt).find("ignored DTRACE_REPLAY_STEP=5: it recorded 1 step (step 4)") !=
+        std::string::npos);
 
   write_text(dir.path("out/replay.jsonl"), header("layer") + step_lines(5, without_state));
   CHECK(verdict(side, layer, std::nullopt).find("the workload recorded no restored state at step 5 (no io "

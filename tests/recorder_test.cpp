@@ -547,7 +547,7 @@ TEST_CASE("a tensor of an unknown dtype is refused, whatever the level wants") {
   recorder->end_step();
 }
 
-TEST_CASE("fast-forwarded steps record nothing, and wants() says so") {
+TEST_CASE("fast-forwarded steps record nothing, or their step level when asked, and wants() says so") {
   TempDir dir;
   SECTION("DTRACE_REPLAY_STEP fast-forwards the steps before it") {
     auto recorder = Recorder::open(
@@ -564,6 +564,36 @@ TEST_CASE("fast-forwarded steps record nothing, and wants() says so") {
     auto run = read_run(dir / "out.jsonl");
     REQUIRE(run.steps.size() == 1);
     CHECK(run.steps[0].step == 2);
+  }
+  SECTION("DTRACE_FAST_FORWARD=step records the fast-forwarded steps at step level, captures nothing of them") {
+    auto recorder = Recorder::open(options_for(dir / "run"),
+                                   request_from({{"DTRACE_REPLAY_STEP", "2"},
+                                                 {"DTRACE_FAST_FORWARD", "step"},
+                                                 {"DTRACE_LEVEL", "layer"},
+                                                 {"DTRACE_CAPTURE", dir / "capture"},
+                                                 {"DTRACE_OUT", dir / "out.jsonl"}}));
+    const std::vector<float> x{1, 2, 3, 4};
+    for (std::int64_t step = 0; step <= 2; ++step) {
+      recorder->begin_step(step);
+      CHECK(recorder->wants(Level::step));
+      CHECK(recorder->wants(Level::layer) == (step == 2));
+      CHECK(recorder->captures() == (step == 2));
+      recorder->tensor(Level::step, "param", RecordIo::state, "w", view(x, {4}));
+      recorder->tensor(Level::layer, "gemm", RecordIo::out, "y", view(x, {4}));
+      recorder->end_step();
+    }
+    recorder.reset();
+    auto run = read_run(dir / "out.jsonl");
+    REQUIRE(run.steps.size() == 3);
+    for (std::int64_t step = 0; step <= 2; ++step) {
+      CHECK(run.steps[step].step == step);
+      CHECK(run.steps[step].status == StepStatus::complete);
+      CHECK(run.steps[step].records.size() == (step == 2 ? 2u : 1u));
+    }
+    // The capture index holds the replayed step alone.
+    auto capture = read_run(dir / "capture");
+    REQUIRE(capture.steps.size() == 1);
+    CHECK(capture.steps[0].step == 2);
   }
   SECTION("fast_forward(N) in a training run") {
     auto recorder = Recorder::open(options_for(dir / "run"), ReplayRequest{});

@@ -564,7 +564,9 @@ int main(int argc, char** argv) {
 
     /* Where to start and stop. A replay of step N restores the newest
      * checkpoint at or before N; the recorder fast-forwards the steps between
-     * (they run, and record nothing), then step N is recorded and we stop. */
+     * (they run, and record nothing but, when bisect asks with
+     * DTRACE_FAST_FORWARD=step, their step-level records), then step N is
+     * recorded and we stop. */
     int64_t first = 0, end = o.steps;
     if (replay_step >= 0) {
       first = newest_checkpoint(checkpoint_dir, replay_step);

@@ -314,7 +314,7 @@ int run(Options o, const std::vector<std::string>& argv) {
     return 0;
   }
   std::int64_t first = 0, last = o.steps;
-  if (request.step) {  // replay one step: restore, fast-forward unrecorded, record that step
+  if (request.step) {  // replay one step: restore, fast-forward, record that step
     first = load_checkpoint(o, m, *request.step);
     last = *request.step + 1;
   }
@@ -323,7 +323,10 @@ int run(Options o, const std::vector<std::string>& argv) {
     if (!request.is_replay() && o.checkpoint_every > 0 && step > 0 &&
         step % o.checkpoint_every == 0)
       save_checkpoint(o, m, step);
-    t.recording = !replayed;
+    // A fast-forwarded step is recorded at step level when bisect asks
+    // (DTRACE_FAST_FORWARD=step: the recorder keeps its step-level records and
+    // drops the rest), to be checked against the run; else not at all.
+    t.recording = !replayed || request.record_fast_forward;
     if (t.recording) {
       rec->begin_step(step);
       auto scope = rec->scope("step");

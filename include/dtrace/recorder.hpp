@@ -118,6 +118,11 @@ struct ReplayRequest {
   // status to <dir>/rank<r>.status; its capture index is capture.rank<r>.jsonl.
   std::optional<std::string> out_dir;
   std::optional<std::int64_t> step;          // DTRACE_REPLAY_STEP
+  // DTRACE_FAST_FORWARD=step: the steps fast-forwarded before the replayed
+  // one are recorded at step level (not at all otherwise), so that bisect can
+  // tell a fast-forward that departed from the run from a restore that missed
+  // state (man/dtrace-fp.5, "Fast-forward through nondeterminism").
+  bool record_fast_forward = false;
   std::optional<Level> level;                // DTRACE_LEVEL
   std::string scope;                         // DTRACE_SCOPE ("" = everywhere)
   std::optional<std::string> capture;        // DTRACE_CAPTURE (directory)
@@ -242,7 +247,9 @@ class Recorder {
   // Fast-forward: steps begun before `until_step` run without recording (their
   // begin_step, records and end_step are accepted and write nothing; wants()
   // is false), so a program that restored a checkpoint older than the step it
-  // replays runs the steps between with its recording code unchanged.
+  // replays runs the steps between with its recording code unchanged. Under
+  // DTRACE_FAST_FORWARD=step they are recorded at step level instead (wants()
+  // is true for step-level records only; nothing is captured).
   // Under DTRACE_REPLAY_STEP=N open() sets N; -1 records every step. Applies
   // from the next begin_step().
   virtual void fast_forward(std::int64_t until_step) = 0;

@@ -35,8 +35,11 @@ struct Options {
 
 // diverged_earlier: the runs' own records differ before the bisected step and
 // their configurations differ, so no replay of this step can name a kernel
-// (dtrace(1), "restore check").
-enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier };
+// (dtrace(1), "restore check"). fast_forward: a replay restored an older
+// checkpoint and one of the steps it ran to reach the bisected step came out
+// otherwise than its run recorded it, so the step's state could not be
+// reproduced; that step is the one to bisect.
+enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier, fast_forward };
 std::string_view verdict_name(Verdict verdict);
 
 // What a named kernel rests on (man/dtrace.1): confirmed alone (its
@@ -128,6 +131,10 @@ struct Report {
   std::string state, state_scope;
   std::optional<Evidence> evidence;
   std::optional<EarlierDivergence> earlier;  // diverged-earlier, or named by repetition after it
+  // fast-forward: the first fast-forwarded step a replay got otherwise than
+  // its run (record: the run's record the replay did not reproduce).
+  std::optional<EarlierDivergence> departed;
+  char departed_side = 'A';
   std::optional<Outcomes> outcomes;
   std::string reached;                // how far it got, in words
   std::vector<Replay> replays;

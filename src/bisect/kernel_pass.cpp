@@ -87,7 +87,7 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
 
   // Alone, from identical inputs, the layer repeated itself. The per-kernel
   // replays of the whole step may still show which op differs.
-  auto d = diff::diff_runs(s.path("kernel-A"), s.path("kernel-B"));
+  auto d = s.diff_replays(s.path("kernel-A"), s.path("kernel-B"));
   if (!d) return Error{"reading the kernel-level replays: " + d.error().message};
   for (const auto& m : d->ranks) {
     if (m.rank == rep.rank && m.role == diff::Role::origin && m.scope.rfind(layer.scope, 0) == 0) {

@@ -35,6 +35,11 @@ Result<bool> restore_matches_run(Session& s, const Side& side, const std::string
   }
   if (!side.recorded) return true;  // the run has no such step (a resumed run starts later)
   if (auto diff = first_state_difference((*replayed)->step, side.recorded->step)) {
+    // Not a restore that missed state when a step fast-forwarded from an
+    // older checkpoint already came out otherwise than the run.
+    auto departed = fast_forward_departed(s, side, replay_out);
+    if (!departed) return departed.error();
+    if (*departed) return false;
     rep.verdict = Verdict::restore;
     rep.state = diff->first;
     rep.state_scope = diff->second;
@@ -151,7 +156,7 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
         if (auto r = classify_replay(s, out, outcomes); !r) return r.error();
       }
     }
-    auto d = diff::diff_runs(out_a, second_out);
+    auto d = s.diff_replays(out_a, second_out);
     if (!d) return Error{"reading the layer-level replays: " + d.error().message};
     if (rep.ranks_replayed.empty()) {
       for (std::int32_t r = 0; r < d->compared.ranks; ++r) rep.ranks_replayed.push_back(r);
@@ -159,7 +164,7 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
     if (!d->diverged() && attempt > 0) {
       // This attempt's replays agree; an earlier attempt's may have come out
       // the other way (a per-process choice): compare with the first replay.
-      d = diff::diff_runs(first_replay, out_a);
+      d = s.diff_replays(first_replay, out_a);
       if (!d) return Error{"reading the layer-level replays: " + d.error().message};
       if (d->diverged()) {
         rep.notes.push_back("layer pass, attempt " + n(attempt + 1) + ": its replays agree with each other but "

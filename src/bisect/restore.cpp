@@ -107,7 +107,12 @@ Result<bool> runs_diverged_earlier(Session& s) {
   return false;
 }
 
-std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorded) {
+namespace {
+
+// The records of `recorded` that `replay` also holds, by identity, timings
+// aside: the first one the replay holds otherwise, and whether any but state
+// was compared.
+std::pair<const log::Record*, bool> compare_held(const log::Step& replay, const log::Step& recorded) {
   std::map<std::string, const log::Record*> have;
   std::map<std::string, int> seen;
   for (const log::Record& r : replay.records) {
@@ -125,12 +130,58 @@ std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorde
     const log::Record& x = *it->second;
     if (x.digest != r.digest || x.dtype != r.dtype ||
         !std::equal(r.shape.begin(), r.shape.end(), x.shape.begin(), x.shape.end())) {
-      return false;
+      return {&r, true};
     }
     if (r.io != log::Io::state) compared = true;
   }
+  return {nullptr, compared};
+}
+
+}  // namespace
+
+std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorded) {
+  const auto [differs, compared] = compare_held(replay, recorded);
+  if (differs != nullptr) return false;
   if (!compared) return std::nullopt;
   return true;
+}
+
+const log::Record* first_unreproduced(const log::Step& replay, const log::Step& recorded) {
+  return compare_held(replay, recorded).first;
+}
+
+Result<bool> fast_forward_departed(Session& s, const Side& side, const std::string& replay_out) {
+  Report& rep = s.report;
+  auto replayed = load_steps(replay_out, rep.rank);
+  if (!replayed) return replayed.error();
+  for (const log::Step& step : replayed->steps) {
+    if (step.step >= rep.step) break;
+    auto recorded = load_step(side.run, rep.rank, step.step);
+    if (!recorded) return recorded.error();
+    if (!*recorded) continue;  // the run does not hold it (it resumed later): nothing to check against
+    const log::Record* r = first_unreproduced(step, (*recorded)->step);
+    if (r == nullptr) continue;
+    EarlierDivergence departed;
+    departed.step = step.step;
+    departed.rank = rep.rank;
+    departed.record = std::string(r->scope) + " " + std::string(r->op) + " " +
+                      (r->io == log::Io::other ? std::string(r->io_text) : std::string(log::io_name(r->io))) +
+                      " " + std::string(r->name);
+    departed.command = bisect_command(s.options, step.step);
+    rep.verdict = Verdict::fast_forward;
+    rep.departed = departed;
+    rep.departed_side = side.name;
+    const std::string first = std::to_string(replayed->steps.front().step);
+    rep.reached = "restore check: replaying run " + std::string(1, side.name) + " at step " +
+                  std::to_string(rep.step) + " restored step " + first + " and fast-forwarded, and step " +
+                  std::to_string(step.step) + " came out otherwise than the run recorded it (" + departed.record +
+                  "): a step between the checkpoint and step " + std::to_string(rep.step) +
+                  " is not deterministic, so step " + std::to_string(rep.step) +
+                  "'s state cannot be reproduced from the checkpoint; bisect step " + std::to_string(step.step) +
+                  ": " + departed.command;
+    return true;
+  }
+  return false;
 }
 
 std::optional<std::pair<std::string, std::string>> first_state_difference(const log::Step& replayed,

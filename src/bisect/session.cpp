@@ -17,6 +17,7 @@ std::string_view verdict_name(Verdict verdict) {
     case Verdict::not_reproduced: return "not-reproduced";
     case Verdict::not_localized: return "not-localized";
     case Verdict::diverged_earlier: return "diverged-earlier";
+    case Verdict::fast_forward: return "fast-forward";
   }
   return "unknown";
 }
@@ -88,6 +89,16 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   command.argv = side.argv;
   command.env = side.env;
   command.env.insert(command.env.end(), variables.begin(), variables.end());
+  // A step replay records the steps it fast-forwards at step level, so that
+  // the restore check can tell a fast-forward that departed from the run from
+  // a restore that missed state (man/dtrace-fp.5, DTRACE_FAST_FORWARD).
+  const auto has = [&](const char* name) {
+    return std::any_of(variables.begin(), variables.end(), [&](const auto& v) { return v.first == name; });
+  };
+  if (has("DTRACE_REPLAY_STEP") && !has("DTRACE_ISOLATE")) {
+    command.env.emplace_back("DTRACE_FAST_FORWARD", "step");
+    record.env.emplace_back("DTRACE_FAST_FORWARD", "step");
+  }
   command.cwd = side.cwd;
   command.timeout_s = options.timeout_s;
   // dtrace-replay/1.1 (man/dtrace-fp.5): the replay's directory, where each
@@ -174,6 +185,12 @@ Variables isolation_variables(const std::string& step, const std::string& scope,
   if (occurrence > 0) v.emplace_back("DTRACE_OCCURRENCE", std::to_string(occurrence));
   v.insert(v.end(), {{"DTRACE_INPUTS", inputs}, {"DTRACE_REPEAT", std::to_string(k)}, {"DTRACE_OUT_DIR", out}});
   return v;
+}
+
+Result<diff::Report> Session::diff_replays(const std::string& a, const std::string& b) const {
+  diff::DiffOptions options;
+  options.steps = {report.step, report.step};
+  return diff::diff_runs(a, b, options);
 }
 
 Result<std::optional<LoadedStep>> load_step(const std::string& path, std::int32_t rank,

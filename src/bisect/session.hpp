@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bisect/bisect.hpp"
+#include "diff/diff.hpp"
 #include "log/reader.hpp"
 
 namespace dtrace::bisect {
@@ -59,6 +60,9 @@ class Session {
   // True once a replay did not comply with its request: the bisection stops
   // there (exit 2), even where a failed stage would otherwise be only noted.
   bool noncompliant() const { return noncompliant_; }
+  // Two replays' records of the bisected step compared: only that step, as a
+  // step replay also holds the steps it fast-forwarded (DTRACE_FAST_FORWARD).
+  Result<diff::Report> diff_replays(const std::string& a, const std::string& b) const;
   void note(const std::string& stage, const std::string& message) const {
     if (note_) note_(stage, message);
   }
@@ -135,6 +139,16 @@ Result<bool> runs_diverged_earlier(Session& session);
 // records both hold, by identity (the replay may be finer), timings aside;
 // nullopt when they share no record but state.
 std::optional<bool> reproduces(const log::Step& replay, const log::Step& recorded);
+// The record of `recorded` that `replay` holds otherwise (digest, dtype or
+// shape), by the same matching; null when none.
+const log::Record* first_unreproduced(const log::Step& replay, const log::Step& recorded);
+
+// The restore check, when a replay of `side` started the step from other
+// state than its run recorded: did the replay depart from the run in a step
+// it fast-forwarded (recorded at step level, DTRACE_FAST_FORWARD)? Sets the
+// verdict fast-forward and returns true when it did; false when every
+// fast-forwarded step the replay recorded matches the run (or it recorded none).
+Result<bool> fast_forward_departed(Session& session, const Side& side, const std::string& replay_out);
 
 // The restore check: the first state record where `replayed` and `recorded`
 // disagree (a state record present in `recorded` but missing in `replayed`

@@ -38,8 +38,10 @@ void add_bisect(CLI::App& app, int& exit_status) {
       "Without runs and step it uses those of the last `dtrace diff` in this directory.\n"
       "The replay command comes from the runs' logs: it runs only with --trust, or give it\n"
       "with --replay. Exit status: 0 a kernel (or the restore) named, 1 not reproduced,\n"
-      "not localized, or diverged-earlier (the runs already differ before --step and differ\n"
-      "in configuration: the report names the earlier step to bisect), 2 trouble.");
+      "not localized, diverged-earlier (the runs already differ before --step and differ\n"
+      "in configuration: the report names the earlier step to bisect), or fast-forward (a\n"
+      "replay reached --step from an older checkpoint through a step that came out otherwise\n"
+      "than in its run: the report names that step to bisect), 2 trouble.");
   cmd->add_option("RUNS", args->runs, "RUN_A RUN_B (default: those of the last diff)")->expected(0, 2);
   cmd->add_option("--step", args->step, "the step to replay (default: the first divergent step)")
       ->check(step_number());

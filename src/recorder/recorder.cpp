@@ -18,6 +18,7 @@
 
 #include <bit>
 #include <filesystem>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "fingerprint/fingerprint.hpp"
@@ -213,7 +214,10 @@ class RankRecorder final : public Recorder {
   Level level() const override { return level_; }
 
   bool wants(Level level) const override {
-    if (level > level_ || fast_forwarding_) return false;
+    if (level > level_) return false;
+    // A fast-forwarded step: nothing, or its step-level records when bisect
+    // asked for them (DTRACE_FAST_FORWARD=step) to check it against the run.
+    if (fast_forwarding_) return level == Level::step && request_.record_fast_forward;
     return level != Level::kernel || inside_requested_scope();
   }
 
@@ -267,18 +271,21 @@ class RankRecorder final : public Recorder {
 
   void end_step() override {
     if (!step_) throw RecorderError("end_step() without begin_step()", Kind::order);
-    if (fast_forwarding_) {
+    if (fast_forwarding_ && !request_.record_fast_forward) {
       last_step_ = step_;
       step_.reset();
       fast_forwarding_ = false;
       return;
     }
-    // The chain follows the steps this log holds: a fast-forwarded step is not
-    // in it, so it is not chained either (begin_step started this one from the
-    // last step written).
+    // A fast-forwarded step recorded at step level captured nothing: the
+    // capture index holds the replayed step alone.
+    const bool forwarded = std::exchange(fast_forwarding_, false);
+    // The chain follows the steps this log holds: a fast-forwarded step not
+    // recorded is not in it, so it is not chained either (begin_step started
+    // this one from the last step written).
     chain_previous_ = chain_.finish();
     const std::int64_t step = *step_;
-    if (capture_) log::append_end_line(capture_lines_, rank_, step, captured_);
+    if (capture_ && !forwarded) log::append_end_line(capture_lines_, rank_, step, captured_);
     last_step_ = step_;
     step_.reset();
     repetition_ = false;
@@ -318,7 +325,7 @@ class RankRecorder final : public Recorder {
                                                         : fingerprint(tensor.data, tensor.bytes, 0));
     log::append_record_line(lines_, record);
     chain_.add(record);
-    if (capture_ && inside_requested_scope()) {
+    if (captures()) {
       const std::string file = recording::capture_file_name(rank_, *step_, record.seq);
       recording::write_capture_file(*request_.capture, file, tensor.data, tensor.bytes);
       recording::append_capture_line(capture_lines_, record, file);

@@ -22,7 +22,7 @@ using Variables = std::map<std::string, std::string>;
 constexpr const char* kVariables[] = {
     "DTRACE_OUT",     "DTRACE_REPLAY_STEP", "DTRACE_LEVEL",  "DTRACE_SCOPE",
     "DTRACE_CAPTURE", "DTRACE_ISOLATE",     "DTRACE_INPUTS", "DTRACE_REPEAT",
-    "DTRACE_OCCURRENCE",
+    "DTRACE_OCCURRENCE", "DTRACE_FAST_FORWARD",
     // dtrace-replay/1.1: several processes, one replay.
     "DTRACE_OUT_DIR",
     // dtrace's workflow extensions (dtrace verify, dtrace tax).
@@ -134,6 +134,11 @@ ReplayRequest ReplayRequest::from_variables(const Variables& variables) {
     if (!step || *step < 0)
       reject("DTRACE_REPLAY_STEP", *text, "not a step number (an integer >= 0)");
     request.step = *step;
+  }
+
+  if (auto text = lookup(variables, "DTRACE_FAST_FORWARD")) {
+    if (*text != "step") reject("DTRACE_FAST_FORWARD", *text, "not \"step\" (the level fast-forwarded steps are recorded at)");
+    request.record_fast_forward = true;
   }
 
   if (auto text = lookup(variables, "DTRACE_LEVEL")) {

@@ -104,6 +104,16 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   } else {
     j["earlier"] = nullptr;
   }
+  // Since 1.2 (verdict fast-forward).
+  if (r.departed) {
+    j["departed"] = {{"step", r.departed->step},
+                     {"rank", r.departed->rank},
+                     {"side", std::string(1, r.departed_side)},
+                     {"record", r.departed->record},
+                     {"command", r.departed->command}};
+  } else {
+    j["departed"] = nullptr;
+  }
   if (r.outcomes) {
     const auto& o = *r.outcomes;
     j["outcomes"] = {{"replays", o.replays}, {"like_a", o.like_a},     {"like_b", o.like_b},
@@ -157,6 +167,12 @@ std::string bisect_to_text(const bisect::Report& r) {
     case bisect::Verdict::diverged_earlier:
       o << "diverged-earlier: the runs' records already differ at step " << r.earlier->step << ", before step "
         << r.step << "\n";
+      break;
+    case bisect::Verdict::fast_forward:
+      o << "fast-forward: replaying run " << r.departed_side << " from its checkpoint, step " << r.departed->step
+        << " came out otherwise than the run recorded it (" << r.departed->record << ")\n"
+        << "  not a restore: a step between the checkpoint and step " << r.step
+        << " is not deterministic; bisect there: " << r.departed->command << "\n";
       break;
   }
   if (r.earlier) {

@@ -395,6 +395,10 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
         state = "the restored state differs: " + b.state_scope + " " + b.state, css = "stage-stop";
       else if (b.verdict == bisect::Verdict::diverged_earlier)
         state = "the runs already differ before this step", css = "stage-stop";
+      else if (b.verdict == bisect::Verdict::fast_forward)
+        state = "fast-forward departed from run " + std::string(1, b.departed_side) + " at step " +
+                std::to_string(b.departed->step),
+        css = "stage-stop";
       else if (had_layer)
         state = "restored state matches (read from the layer replays)", css = "stage-done";
       else
@@ -433,6 +437,11 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
       << b.earlier->rank << ", <code>" << escape(b.earlier->record)
       << "</code>); bisect there:</p><code class=\"cmd\">" << escape(b.earlier->command)
       << "</code>\n";
+  }
+  if (b.departed) {
+    o << "<p>Replaying run " << b.departed_side << " from its checkpoint, step " << b.departed->step
+      << " came out otherwise than the run recorded it (<code>" << escape(b.departed->record)
+      << "</code>); bisect there:</p><code class=\"cmd\">" << escape(b.departed->command) << "</code>\n";
   }
   o << "</section>\n";
 }

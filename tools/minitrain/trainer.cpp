@@ -309,7 +309,10 @@ class Session {
       return;
     }
     for (std::int64_t step = start_.step; step < end_; ++step) {
-      r.trace.set_recording(step >= first_recorded_);
+      // Steps before the replayed one are fast-forwarded: the recorder writes
+      // their step-level records when bisect asks (DTRACE_FAST_FORWARD) and
+      // nothing of them otherwise.
+      r.trace.set_recording(step >= first_recorded_ || request_.record_fast_forward);
       run_step(r, step);
       if (!request_.is_replay()) maybe_checkpoint(r, step + 1);
     }
