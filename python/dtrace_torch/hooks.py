@@ -5,10 +5,11 @@ its inputs and outputs recorded from module hooks.
 Forward: a forward pre-hook records the inputs (and the CPU and CUDA RNG states, so
 that a module drawing random numbers can be re-run alone from the same state) and
 enters the scope; a forward hook records the outputs and leaves it. Backward: the
-full backward hook records the output gradients (in) and the input gradients (out).
-Kernels run by a module's backward are scoped bwd/<name> where this torch has
-backward pre-hooks (2.0 and later); on torch 1.13, which has none, they are
-recorded in scope "bwd"."""
+full backward hook records the output gradients (in) and the input gradients (out);
+the module's contribution to each of its own parameters' gradients is recorded
+(out, param_grad.<name>) as the node that used the parameter runs (param_grads.py).
+Kernels run by a module's backward are scoped bwd/<name>: entered by its backward
+pre-hook (torch 2.x) or by a hook on its outputs (torch 1.13)."""
 from __future__ import annotations
 
 import inspect
@@ -16,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib
+from . import _lib, param_grads
 from .records import flatten
 
 FWD_HOOK_KWARGS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters
@@ -62,6 +63,10 @@ class ModuleHooks:
         prefix = recorder.native.scope_prefix() if recorder.native.capture_dir() else ""
         self.capture_bwd = prefix if prefix.startswith("bwd/") else None
         self.saved: Dict[str, List] = {}  # forward calls of the captured bwd scope
+        # Parameter-use nodes of each bwd scope not yet run in this step, and the
+        # leaves of that scope put off until they have (_param_grads_done).
+        self.pending: Dict[str, int] = {}
+        self.deferred: Dict[str, int] = {}
         for name, module in model.named_modules():
             if name:
                 self._install(name, module)
@@ -97,6 +102,8 @@ class ModuleHooks:
             outputs = flatten("output", output)
             self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, outputs)
             self.rec.sink.set_scope(previous if previous is not None else "step")
+            if self.rec.backward_hooks and torch.is_grad_enabled():
+                self._watch_param_grads(mod, bwd, op, args, rest[0] if len(rest) > 1 else {}, outputs)
             if self.rec.backward_hooks and not HAS_BWD_PRE and torch.is_grad_enabled():
                 # torch 1.13's stand-in for a backward pre-hook: the first output
                 # gradient computed opens the module's backward scope.
@@ -135,7 +142,14 @@ class ModuleHooks:
                 self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, items)
                 self.rec.log_call(bwd, op, occurrence, args, kwargs)
             self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, flatten("grad_input", grad_input))
-            self._leave_bwd(bwd)
+            if self.pending.get(bwd) and all(g is None for g in grad_input):
+                # No input needed a gradient (an embedding's indices): torch calls
+                # this hook from the outputs' gradients, before the module's own
+                # backward has run. Its kernels are the scope's too: it is left
+                # once the module's parameter-use nodes have run.
+                self.deferred[bwd] = self.deferred.get(bwd, 0) + 1
+            else:
+                self._leave_bwd(bwd)
             return None
 
         if FWD_HOOK_KWARGS:
@@ -148,6 +162,37 @@ class ModuleHooks:
             if HAS_BWD_PRE:
                 self.handles.append(module.register_full_backward_pre_hook(bwd_pre))
             self.handles.append(module.register_full_backward_hook(bwd_post))
+
+    def _watch_param_grads(self, mod: torch.nn.Module, bwd: str, op: str, args, kwargs, outputs) -> None:
+        """Layer level: this call's contribution to each of the module's own
+        parameters' gradients is recorded in its bwd scope, as the node that used
+        the parameter runs (param_grads.py): out param_grad.<name>."""
+        sink = self.rec.sink
+        if not sink.active or not sink.native.wants(_lib.LEVEL_LAYER):
+            return
+        params = {id(p): n for n, p in mod.named_parameters(recurse=False) if p.requires_grad}
+        if not params:
+            return
+        stops = [t for _, t in flatten("input", list(args)) + flatten("input", kwargs)]
+        uses = param_grads.find_uses((t for _, t in outputs), params, stops)
+        if not uses:
+            return
+        self.pending[bwd] = self.pending.get(bwd, 0) + len(uses)
+
+        def record(items):
+            previous = sink.set_scope(bwd)
+            sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, items)
+            sink.set_scope(previous)
+            self._param_grads_done(bwd)
+
+        param_grads.watch(uses, record)
+
+    def _param_grads_done(self, bwd: str) -> None:
+        left = self.pending.get(bwd, 0) - 1
+        self.pending[bwd] = max(left, 0)
+        if left <= 0:
+            for _ in range(self.deferred.pop(bwd, 0)):
+                self._leave_bwd(bwd)
 
     def _enter_bwd(self, bwd: str) -> None:
         if self.only is not None:
@@ -169,6 +214,8 @@ class ModuleHooks:
         self.calls.clear()
         self.bwd_stack.clear()
         self.saved.clear()
+        self.pending.clear()
+        self.deferred.clear()
 
     def remove(self) -> None:
         for h in self.handles:

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, calls, kernels
+from . import _lib, calls, kernels, param_grads
 from .dispatch import named_inputs
 from .errors import CaptureError
 from .fingerprints import _DTYPES
@@ -182,12 +182,15 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
     and RNG states (recorded in bwd/<name> by the capture, hooks.py), unrecorded,
     then its backward from the captured output gradients, K times. Recorded in
     bwd/<name>: in = the arguments and output gradients, out = the input
-    gradients (grad_input.<i>, as the full backward hook names them) and the
-    module's parameter gradients (param_grad.<name>); the backward's kernels at
-    kernel level."""
+    gradients (grad_input.<i>, as the full backward hook names them) and each
+    use's contribution to the parameters' gradients, as the layer level records
+    them (param_grads.py: param_grad.<name>, named from the isolated module, so
+    a submodule's is param_grad.<sub>.<name>), as the nodes run; the backward's
+    kernels at kernel level."""
     name, module, op, entries, loader = _module_target(rec, scope, captured_step, step)
     native = rec.native
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    by_id = {id(p): n for n, p in params}
     for k in range(repeat):
         _begin_repetition(rec, k)
         for e in entries:
@@ -223,13 +226,15 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
                                    f"{scope} {op} (occurrence {occ}) for rank {rec.rank}")
             tensor_args = [t for _, t in flatten("input", list(args))]
             inputs = flatten("input", list(args)) + flatten("input", kwargs)
+            # The same rule as the layer level's (hooks.py), on the whole module.
+            param_grads.watch(param_grads.find_uses(outputs, by_id, [t for _, t in inputs]),
+                              lambda items: rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, items))
             rec.sink.set_scope(scope)
             rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, inputs + rng + [(n, g) for n, _, g in grads])
             mode = rec._mode if rec._mode is not None else contextlib.nullcontext()
             with mode:
                 torch.autograd.backward([t for _, t, _ in grads], [g for _, _, g in grads])
             results = [(f"grad_input.{j}", t.grad) for j, t in enumerate(tensor_args) if t.grad is not None]
-            results += [(f"param_grad.{n}", p.grad) for n, p in params if p.grad is not None]
             rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, results)
             rec.sink.set_scope("step")
     native.end_step()

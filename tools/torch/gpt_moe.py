@@ -10,6 +10,13 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
                 autograd Function whose backward adds each token's gradients back
                 with the combine op in a random order: the forward is exact, only
                 the backward is not (the cause lives in a bwd/ scope);
+  embed-bwd     the token embedding is a custom autograd Function whose backward
+                adds the rows of its weight gradient with the combine op in a
+                random order: the forward and the gradient it passes on are
+                exact, only the parameter's gradient is not;
+  head-bwd      the same in the output head's use of its weight: its backward adds
+                each token's contribution to the weight gradient in a random
+                order (with --tie-weights the weight is the token embedding's);
   dropout-rng   on resume, the dropout RNG is re-seeded instead of restored;
   data-order    on resume, the data sampler reshuffles instead of restoring its order;
   index-add     (CUDA) the combine is index_add_ with deterministic algorithms off:
@@ -37,7 +44,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "testdata", "corpus.txt")
-SWITCHES = ("combine", "dispatch-bwd", "dropout-rng", "data-order", "index-add", "scatter-add")
+SWITCHES = ("combine", "dispatch-bwd", "embed-bwd", "head-bwd", "dropout-rng", "data-order", "index-add",
+            "scatter-add")
 
 # ---- the planted custom op ---------------------------------------------------
 # dtrace_example::combine(src, index, rows, unordered): out[index[i]] += src[i].
@@ -91,7 +99,60 @@ class Dispatch(torch.autograd.Function):
         return torch.ops.dtrace_example.combine(grad.contiguous(), index, ctx.rows, ctx.unordered), None, None
 
 
+class EmbeddingLookup(torch.autograd.Function):
+    """weight[idx]; its backward adds every token's gradient row to its row of the
+    weight gradient through the combine op, in a random order (as a GPU's
+    embedding backward does with atomics). The input needs no gradient: only the
+    parameter's gradient is not exact."""
+
+    @staticmethod
+    def forward(ctx, idx, weight):
+        ctx.save_for_backward(idx)
+        ctx.rows = weight.shape[0]
+        return weight.index_select(0, idx.reshape(-1)).view(*idx.shape, weight.shape[1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (idx,) = ctx.saved_tensors
+        rows = grad.reshape(-1, grad.shape[-1]).contiguous()
+        return None, torch.ops.dtrace_example.combine(rows, idx.reshape(-1), ctx.rows, True)
+
+
+class Projection(torch.autograd.Function):
+    """x @ weight.T (no bias); the input's gradient is exact, the weight's adds
+    every token's outer product grad[t] x[t] with the combine op in a random order."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x.matmul(weight.t())
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        g, xs = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
+        terms = (g.unsqueeze(2) * xs.unsqueeze(1)).reshape(-1, xs.shape[1])
+        index = torch.arange(g.shape[1], device=g.device).repeat(g.shape[0])
+        return grad.matmul(weight), torch.ops.dtrace_example.combine(terms, index, g.shape[1], True)
+
+
 # ---- the model ---------------------------------------------------------------
+class TokenEmbedding(nn.Embedding):
+    """nn.Embedding (the same parameter and initialization) whose weight gradient
+    is accumulated in a random order (--nondet embed-bwd)."""
+
+    def forward(self, idx):
+        return EmbeddingLookup.apply(idx, self.weight)
+
+
+class Head(nn.Linear):
+    """nn.Linear without bias whose weight gradient is accumulated in a random
+    order (--nondet head-bwd)."""
+
+    def forward(self, x):
+        return Projection.apply(x, self.weight)
+
+
 class Attention(nn.Module):
     def __init__(self, d: int, heads: int, dropout: float):
         super().__init__()
@@ -189,15 +250,18 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab=256, d=32, heads=2, layers=2, context=32, experts=4, top_k=2, dropout=0.1,
-                 unordered=False, atomics=False, dispatch_unordered=False):
+                 unordered=False, atomics=False, dispatch_unordered=False, embed_unordered=False,
+                 head_unordered=False, tie_weights=False):
         super().__init__()
-        self.embed = nn.Embedding(vocab, d)
+        self.embed = (TokenEmbedding if embed_unordered else nn.Embedding)(vocab, d)
         self.position = nn.Embedding(context, d)
         self.blocks = nn.ModuleList(Block(d, heads, experts, top_k, dropout, unordered, atomics,
                                           dispatch_unordered)
                                     for _ in range(layers))
         self.ln = nn.LayerNorm(d)
-        self.head = nn.Linear(d, vocab, bias=False)
+        self.head = (Head if head_unordered else nn.Linear)(d, vocab, bias=False)
+        if tie_weights:  # one parameter, used twice a step: by the embedding and by the head
+            self.head.weight = self.embed.weight
 
     def forward(self, idx, targets):
         t = idx.shape[1]
@@ -286,6 +350,8 @@ def main(argv=None) -> int:
     p.add_argument("--flip-bit", type=flip_bit, default=None, metavar="RANK:STEP",
                    help="flip a bit of RANK's parameters before STEP (a planted silent data corruption, "
                         "for dtrace replicas)")
+    p.add_argument("--tie-weights", action="store_true",
+                   help="the output head uses the token embedding's weight (one parameter, two uses a step)")
     p.add_argument("--ddp", action="store_true",
                    help="torchrun jobs: DistributedDataParallel averages the gradients (the recorder "
                         "then finds the replica groups itself) instead of explicit all_reduce calls")
@@ -312,7 +378,8 @@ def main(argv=None) -> int:
         data = torch.tensor(list(f.read()), dtype=torch.int64)
     model = GPT(d=args.width, layers=args.layers, unordered="combine" in args.nondet,
                 atomics=("scatter-add" if "scatter-add" in args.nondet else "index-add" in args.nondet),
-                dispatch_unordered="dispatch-bwd" in args.nondet).to(args.device)
+                dispatch_unordered="dispatch-bwd" in args.nondet, embed_unordered="embed-bwd" in args.nondet,
+                head_unordered="head-bwd" in args.nondet, tie_weights=args.tie_weights).to(args.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     batches = Batches(data, args.batch, 32, args.seed + rank, args.device, "data-order" in args.nondet)
 
@@ -335,7 +402,7 @@ def main(argv=None) -> int:
                       checkpoint_every=args.checkpoint_every, state={"data": batches}, level=args.level,
                       replicas=replicas,
                       config={"example": "gpt_moe", "nondet": planted, "nondet_rank": args.nondet_rank,
-                              "layers": args.layers, "ddp": args.ddp,
+                              "layers": args.layers, "ddp": args.ddp, "tie_weights": args.tie_weights,
                               "flip_bit": "%d:%d" % args.flip_bit if args.flip_bit else None,
                               "width": args.width, "device": args.device})
     for step in rec.steps(args.steps):
