@@ -35,8 +35,9 @@ struct Options {
 
 // diverged_earlier: the runs' own records differ before the bisected step and
 // their configurations differ, so no replay of this step can name a kernel
-// (dtrace(1), "restore check").
-enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier };
+// (dtrace(1), "restore check"). data: what the step consumed (a step-scope `in`
+// record, its batch) is where the step first differs (dtrace(1), "data check").
+enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier, data };
 std::string_view verdict_name(Verdict verdict);
 
 // What a named kernel rests on (man/dtrace.1): confirmed alone (its
@@ -99,6 +100,12 @@ struct EarlierDivergence {
   std::string command;  // the bisect to run there
 };
 
+// The record of what the step consumed where the data first differs (verdict data).
+struct DataDifference {
+  std::string scope, op, name;
+  int occurrence = 0;  // which record of (scope, op, name) at the step: a micro-batch
+};
+
 // How the layer pass's replays of the step compare with what each run recorded
 // there, kept when the replays agreed with each other while the runs differ:
 // the signature of a choice made once per process (an autotuner's pick).
@@ -127,6 +134,7 @@ struct Report {
   // restore:
   std::string state, state_scope;
   std::optional<Evidence> evidence;
+  std::optional<DataDifference> input;       // data
   std::optional<EarlierDivergence> earlier;  // diverged-earlier, or named by repetition after it
   std::optional<Outcomes> outcomes;
   std::string reached;                // how far it got, in words

@@ -17,6 +17,7 @@ std::string_view verdict_name(Verdict verdict) {
     case Verdict::not_reproduced: return "not-reproduced";
     case Verdict::not_localized: return "not-localized";
     case Verdict::diverged_earlier: return "diverged-earlier";
+    case Verdict::data: return "data";
   }
   return "unknown";
 }
