@@ -28,6 +28,9 @@ json_is replays '[]'
 run_dtrace 0 bisect --trust a b
 out_has "data: the inputs of step 2 differ: step batch in batch.0"
 out_has "not a kernel"
+run_dtrace 0 bisect --trust --html report.html a b
+grep -qF '<p class="verdict">data: step batch in batch.0' report.html || fail "the HTML verdict lacks the record"
+grep -qF 'what the step consumed differs: step batch in batch.0' report.html || fail "the HTML ladder lacks the data"
 
 # Identical runs: nothing differs at step 2, but a replay restores no sampler.
 ex --steps 4 --nondet data-unsaved --run-dir c --checkpoint-dir ckpt-c --checkpoint-every 2
