@@ -9,6 +9,7 @@
 
 #include "bisect/session.hpp"
 #include "diff/align.hpp"
+#include "diff/consumed.hpp"
 
 namespace dtrace::bisect {
 
@@ -16,7 +17,7 @@ namespace {
 
 std::string n(std::int64_t v) { return std::to_string(v); }
 
-bool consumed(const log::Record& r) { return r.io == log::Io::in && r.scope == "step"; }
+bool consumed(const log::Record& r) { return diff::consumed_by_step(r.scope, log::io_name(r.io)); }
 
 std::string key(const log::Record& r) {
   return std::string(r.scope) + '\n' + std::string(r.op) + '\n' + std::string(r.name);

@@ -19,6 +19,8 @@ json_is first.scope '"step"'
 json_is first.op '"batch"'
 json_is first.io '"in"'
 json_is first.name '"batch.0"'
+run_dtrace 1 diff a b
+out_has "what the step consumed, its data, differs: not a kernel"
 run_dtrace 0 bisect --trust --timeout 600 --json a b
 json_is verdict '"data"'
 json_is input '{"scope": "step", "op": "batch", "name": "batch.0", "occurrence": 0}'
