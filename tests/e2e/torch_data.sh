@@ -34,6 +34,22 @@ run_dtrace 0 bisect --trust --html report.html a b
 grep -qF '<p class="verdict">data: step batch in batch.0' report.html || fail "the HTML verdict lacks the record"
 grep -qF 'what the step consumed differs: step batch in batch.0' report.html || fail "the HTML ladder lacks the data"
 
+# rec.batch by the recorder alone: a dict's tensors by key (other leaves left
+# out), then two micro-batches, each call the next occurrence of its names.
+"$PYTHON" - <<'PY' || fail "rec.batch"
+import json, torch, dtrace_torch as dt
+rec = dt.Recorder(torch.nn.Linear(2, 2), run_dir="micro")
+for step in rec.steps(1):
+    with rec.step(step, batch={"ids": torch.arange(4), "mask": torch.ones(4, dtype=torch.bool), "n": 3}):
+        rec.batch((torch.zeros(2), torch.ones(2)))
+        rec.batch((torch.zeros(2), torch.ones(3)))
+batch = [r for r in map(json.loads, open("micro/rank0.jsonl")) if r.get("op") == "batch"]
+assert all(r["scope"] == "step" and r["io"] == "in" for r in batch), batch
+got = [(r["name"], r["shape"]) for r in batch]
+assert got == [("batch.ids", [4]), ("batch.mask", [4]), ("batch.0", [2]), ("batch.1", [2]),
+               ("batch.0", [2]), ("batch.1", [3])], got
+PY
+
 # Identical runs: nothing differs at step 2, but a replay restores no sampler.
 ex --steps 4 --nondet data-unsaved --run-dir c --checkpoint-dir ckpt-c --checkpoint-every 2
 run_dtrace 0 diff a c
