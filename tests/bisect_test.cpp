@@ -194,8 +194,14 @@ struct Workload {
 
 // A recorded run at step level: per step, the state it recorded and its loss.
 struct RunSteps {
+  RunSteps(std::vector<std::uint64_t> state_, std::vector<int> loss_outcome_, std::vector<std::uint64_t> batch_ = {},
+           std::string batch_scope_ = "step")
+      : state(std::move(state_)), loss_outcome(std::move(loss_outcome_)), batch(std::move(batch_)),
+        batch_scope(std::move(batch_scope_)) {}
   std::vector<std::uint64_t> state;
   std::vector<int> loss_outcome;
+  std::vector<std::uint64_t> batch;  // what each step consumed (batch in batch.0); empty: none recorded
+  std::string batch_scope;           // where that record is: "step", or a layer's scope
 };
 
 std::string write_run(const TempDir& dir, char side, const RunSteps& steps, const std::string& config,
@@ -204,10 +210,11 @@ std::string write_run(const TempDir& dir, char side, const RunSteps& steps, cons
   std::string log = header(std::string(1, side), "step", "[\"fake-workload\",\"" + std::string(1, side) + "\"]",
                            config, env);
   for (std::size_t s = 0; s < steps.state.size(); ++s) {
-    append_step(log, static_cast<std::int64_t>(s),
-                {{"opt", "adamw", "state", "w", steps.state[s]},
-                 {"step", "loss", "metric", "loss", loss_bits(steps.loss_outcome[s])},
-                 {"step", "time", "timing", "step_seconds", 0x3d000000u + s}});
+    std::vector<Line> lines{{"opt", "adamw", "state", "w", steps.state[s]}};
+    if (!steps.batch.empty()) lines.push_back({steps.batch_scope, "batch", "in", "batch.0", steps.batch[s]});
+    lines.push_back({"step", "loss", "metric", "loss", loss_bits(steps.loss_outcome[s])});
+    lines.push_back({"step", "time", "timing", "step_seconds", 0x3d000000u + s});
+    append_step(log, static_cast<std::int64_t>(s), lines);
   }
   write_file(run + "/rank0.jsonl", log);
   return run;
@@ -410,6 +417,44 @@ TEST_CASE("bisect's restore check: a replay that does not restore its run's stat
   CHECK(r.reached == "restore check: replaying run B at step 0 does not restore the state the run recorded: opt w");
   CHECK(!r.earlier);
   CHECK(b.stages(r) == std::vector<std::string>{"layer A", "layer B"});
+}
+
+TEST_CASE("bisect's data check: what the step consumed", "[bisect]") {
+  SECTION("the batch differs first: verdict data, read from the logs without a replay") {
+    Bisect b(RunSteps{{0x5a}, {0}, {0xb0}}, RunSteps{{0x5a}, {1}, {0xb1}});
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::data);
+    CHECK(dtrace::bisect::verdict_name(r.verdict) == "data");
+    REQUIRE(r.input);
+    CHECK(r.input->scope == "step");
+    CHECK(r.input->op == "batch");
+    CHECK(r.input->name == "batch.0");
+    CHECK(r.input->occurrence == 0);
+    CHECK(r.replays.empty());
+    CHECK(b.workload.calls.empty());
+    CHECK(has_note(b.notes, "data: data check: runs A and B first differ at step 0 in what the step consumed "
+                            "(step batch in batch.0)"));
+  }
+  SECTION("the state differs before the batch: not the data, the restore check decides") {
+    Bisect b(RunSteps{{0x5a}, {0}, {0xb0}}, RunSteps{{0x5b}, {1}, {0xb1}});
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::restore);
+    CHECK(!r.input);
+  }
+  SECTION("an in record of a layer differs first: what a layer received, not what the step consumed") {
+    Bisect b(RunSteps{{0x5a}, {0}, {0xb0}, "fwd/embed"}, RunSteps{{0x5a}, {1}, {0xb1}, "fwd/embed"});
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::named);
+    CHECK(!r.input);
+  }
+  SECTION("the same batch in both runs; replays that consume none: a note, the kernel still named") {
+    Bisect b(RunSteps{{0x5a}, {0}, {0xb0}}, RunSteps{{0x5a}, {1}, {0xb0}});
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::named);
+    CHECK(!r.input);
+    CHECK(has_note(r.notes, "data: replaying run A at step 0 does not feed the step what the run consumed there "
+                            "(step batch in batch.0)"));
+  }
 }
 
 TEST_CASE("bisect's restore check: runs that diverged before the step", "[bisect]") {

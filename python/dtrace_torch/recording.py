@@ -1,10 +1,11 @@
 """The Recorder: what a training loop adds to become a dtrace workload.
 
     rec = dtrace_torch.Recorder(model, optimizer, run_dir="runs/a", checkpoint_dir="ckpt/a",
-                                checkpoint_every=100, state={"data": sampler})
+                                checkpoint_every=100, state={"data": sampler},
+                                resume_at=args.resume)
     for step in rec.steps(total_steps):
         batch = next(batches)
-        with rec.step(step):
+        with rec.step(step, batch=batch):
             loss = model(batch); loss.backward(); optimizer.step(); optimizer.zero_grad()
             rec.metric("loss", loss)
 
@@ -18,6 +19,7 @@ import contextlib
 import json
 import operator
 import os
+import random
 import shlex
 import shutil
 import sys
@@ -112,6 +114,41 @@ def _replica_groups(replicas: Union[None, str, Sequence[Sequence[int]]], model: 
     return ":".join(",".join(str(operator.index(r)) for r in group) for group in replicas)
 
 
+class _HostGenerators:
+    """Python's `random` and NumPy's global generator as a step found them.
+
+    Both are seeded from the operating system when imported, so in a program that
+    never seeds them they differ in every process. Their state is recorded only for
+    a step that advanced them (docs/torch.md, "What is recorded"): a generator the
+    step drew from is part of what it computed, one it never read is not, and two
+    identical computations must not diverge over a state nothing reads. torch's
+    generators start from a fixed seed in every process and are recorded always."""
+
+    def __init__(self):
+        self.python: Any = None
+        self.numpy: Any = None
+
+    def take(self) -> None:
+        self.python = random.getstate()
+        numpy = sys.modules.get("numpy")
+        self.numpy = numpy.random.get_state() if numpy is not None else None
+
+    def drawn(self) -> list:
+        """(name, state at the step's start) of each generator the step advanced."""
+        out = []
+        if self.python is not None and random.getstate() != self.python:
+            out.append(("python", torch.tensor(list(self.python[1]), dtype=torch.int64)))
+        numpy = sys.modules.get("numpy")
+        if self.numpy is not None and numpy is not None:
+            now = numpy.random.get_state()
+            # (name, keys, position, has_gauss, cached_gaussian): the keys alone do
+            # not change between refills, the position does.
+            if now[2:] != self.numpy[2:] or not numpy.array_equal(now[1], self.numpy[1]):
+                out.append(("numpy", torch.tensor(list(self.numpy[1].astype("int64")) + [int(self.numpy[2])],
+                                                  dtype=torch.int64)))
+        return out
+
+
 class Recorder:
     """Records one rank of a PyTorch training job and answers dtrace's replays.
 
@@ -132,6 +169,9 @@ class Recorder:
       groups are written (they are not guessed). [] or "": none, even for DDP.
     per_rank: the step-scope state ops that are each rank's own, not compared
       between replicas; default "rng" and the names in `state` (data samplers).
+    resume_at: the program's own resume: steps() restores the checkpoint of this
+      step and starts there (DTRACE_RESUME_AT, the workflow variable, overrides it;
+      a replay restores what it replays and ignores both).
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
@@ -141,11 +181,14 @@ class Recorder:
                  world_size: Optional[int] = None, config: Optional[Mapping[str, Any]] = None,
                  replay_argv: Optional[Sequence[str]] = None, backward_hooks: bool = True,
                  replicas: Union[None, str, Sequence[Sequence[int]]] = None,
-                 per_rank: Optional[Sequence[str]] = None):
+                 per_rank: Optional[Sequence[str]] = None, resume_at: Optional[int] = None):
         if level not in _lib.LEVELS:
             raise ValueError(f"level={level!r}: not one of step, layer, kernel")
         if checkpoint_every < 0:
             raise ValueError(f"checkpoint_every={checkpoint_every}: not >= 0")
+        if resume_at is not None and (isinstance(resume_at, bool) or operator.index(resume_at) < 0):
+            raise ValueError(f"resume_at={resume_at!r}: not a step number >= 0")
+        self.resume_at = None if resume_at is None else operator.index(resume_at)
         for name, obj in (state or {}).items():
             if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
                 raise TypeError(f"state[{name!r}]: {type(obj).__name__} has no state_dict/load_state_dict")
@@ -189,6 +232,7 @@ class Recorder:
         self.replaying = self.native.is_replay()
         self.restored_at: Optional[int] = None
         self._unrecorded = False
+        self._generators = _HostGenerators()
         self.current_step: Optional[int] = None
         # The recorder's own time inside steps (state, gradients, metrics), wall
         # and CPU: what tools/bench/torch_recording.py reports at step level.
@@ -204,8 +248,8 @@ class Recorder:
 
     # ---- the loop ----------------------------------------------------------
     def steps(self, total: int) -> Iterator[int]:
-        """The step numbers to run. Normally 0 .. total-1 (from DTRACE_RESUME_AT, up
-        to DTRACE_STOP_AT), checkpointing as asked. Under DTRACE_REPLAY_STEP=N it
+        """The step numbers to run. Normally 0 .. total-1 (from DTRACE_RESUME_AT or
+        else resume_at, up to DTRACE_STOP_AT), checkpointing as asked. Under DTRACE_REPLAY_STEP=N it
         restores the nearest checkpoint, yields the steps up to N (recorded only
         from N), and exits the process with status 0 after step N: nothing of the
         program after its loop runs in a replay. DTRACE_STOP_AT exits the same way."""
@@ -233,6 +277,8 @@ class Recorder:
             self._exit()
         start, stop = 0, n.stop_at()
         resume = n.resume_at()
+        if resume is None:
+            resume = self.resume_at
         if resume is not None:
             self._restore(resume)
             start = resume
@@ -250,9 +296,11 @@ class Recorder:
         self.close()
 
     @contextlib.contextmanager
-    def step(self, number: int):
-        """Brackets one optimizer step: records the step-start state, and at the end
-        the step's time, then writes the step's lines (libdtrace flushes them whole)."""
+    def step(self, number: int, batch: Any = None):
+        """Brackets one optimizer step: records the step-start state and the batch
+        (what the step consumed, as rec.batch), and at the end the Python and NumPy
+        generators the step drew from and the step's time, then writes the step's
+        lines (libdtrace flushes them whole)."""
         if self._unrecorded:
             yield self
             return
@@ -267,11 +315,16 @@ class Recorder:
         self.sink.set_scope("step")
         with self._timed():
             self._record_state()
+            self._generators.take()
+        if batch is not None:
+            self.batch(batch)
         mode = self._mode if self._mode is not None else contextlib.nullcontext()
         try:
             with mode:
                 yield self
             self.sink.set_scope("step")
+            with self._timed():
+                self.sink.tensors_(_lib.LEVEL_STEP, "rng", _lib.IO_STATE, self._generators.drawn())
             self.sink.scalar(_lib.LEVEL_STEP, "time", _lib.IO_TIMING, "step_seconds",
                              time.perf_counter() - started)
             self.native.end_step()
@@ -284,6 +337,17 @@ class Recorder:
         previous = self.sink.set_scope("step")
         with self._timed():
             self.sink.scalar(_lib.LEVEL_STEP, name, _lib.IO_METRIC, name, value)
+        self.sink.set_scope(previous)
+
+    def batch(self, value: Any) -> None:
+        """What the step consumed: the tensors in `value` (a tensor, or tuples, lists
+        and dicts of them), as step-level `in` records of op "batch" named batch,
+        batch.0, batch.<key>, ... Each call inside a step is one more occurrence (a
+        micro-batch). A first difference there is the data, not a kernel (dtrace(1),
+        bisect, verdict data)."""
+        previous = self.sink.set_scope("step")
+        with self._timed():
+            self.sink.tensors_(_lib.LEVEL_STEP, "batch", _lib.IO_IN, flatten("batch", value))
         self.sink.set_scope(previous)
 
     def record(self, op: str, tensors: Mapping[str, torch.Tensor], io: str = "out", level: str = "step") -> None:
@@ -336,10 +400,7 @@ class Recorder:
         rng = [("torch.cpu", torch.get_rng_state())]
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             rng += [(f"torch.cuda.{i}", s) for i, s in enumerate(torch.cuda.get_rng_state_all())]
-        state = checkpoints.rng_state()
-        rng.append(("python", torch.tensor(list(state["python"][1]), dtype=torch.int64)))
-        if "numpy" in state:
-            rng.append(("numpy", torch.tensor(state["numpy"][1].astype("int64"))))
+        # Python's and NumPy's generators: at the step's end, when it drew from them (_HostGenerators).
         sink.tensors_(lvl, "rng", st, rng)
         # Numbers as 0-d tensors (i64, f64, bool): state is compared by fingerprint.
         for name, obj in self.extra.items():

@@ -57,6 +57,7 @@ Result<Report> run(const Options& options, const Progress& progress, const Stage
   if (!*chosen) return rep;
   Session session(options, progress, note, rep);
   if (auto r = plan_sides(session); !r) return r.error();
+  if (runs_consumed_different_data(session)) return rep;
   if (auto r = session.open_workdir(); !r) return r.error();
 
   auto layer = layer_pass(session);

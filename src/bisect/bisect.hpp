@@ -38,8 +38,10 @@ struct Options {
 // (dtrace(1), "restore check"). fast_forward: a replay restored an older
 // checkpoint and one of the steps it ran to reach the bisected step came out
 // otherwise than its run recorded it, so the step's state could not be
-// reproduced; that step is the one to bisect.
-enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier, fast_forward };
+// reproduced; that step is the one to bisect. data: what the step consumed (a
+// step-scope `in` record, its batch) is where the step first differs
+// (dtrace(1), "data check").
+enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier, fast_forward, data };
 std::string_view verdict_name(Verdict verdict);
 
 // What a named kernel rests on (man/dtrace.1): confirmed alone (its
@@ -102,6 +104,12 @@ struct EarlierDivergence {
   std::string command;  // the bisect to run there
 };
 
+// The record of what the step consumed where the data first differs (verdict data).
+struct DataDifference {
+  std::string scope, op, name;
+  int occurrence = 0;  // which record of (scope, op, name) at the step: a micro-batch
+};
+
 // How the layer pass's replays of the step compare with what each run recorded
 // there, kept when the replays agreed with each other while the runs differ:
 // the signature of a choice made once per process (an autotuner's pick).
@@ -130,6 +138,7 @@ struct Report {
   // restore:
   std::string state, state_scope;
   std::optional<Evidence> evidence;
+  std::optional<DataDifference> input;       // data
   std::optional<EarlierDivergence> earlier;  // diverged-earlier, or named by repetition after it
   // fast-forward: the first fast-forwarded step a replay got otherwise than
   // its run (record: the run's record the replay did not reproduce).

@@ -18,6 +18,7 @@ std::string_view verdict_name(Verdict verdict) {
     case Verdict::not_localized: return "not-localized";
     case Verdict::diverged_earlier: return "diverged-earlier";
     case Verdict::fast_forward: return "fast-forward";
+    case Verdict::data: return "data";
   }
   return "unknown";
 }

@@ -156,6 +156,17 @@ Result<bool> fast_forward_departed(Session& session, const Side& side, const std
 std::optional<std::pair<std::string, std::string>> first_state_difference(const log::Step& replayed,
                                                                           const log::Step& recorded);
 
+// The data check (data.cpp): the first record of what step N consumed (scope
+// step, io in: the batch) that differs, by identity, between `a` and `b`, when
+// nothing of the step differs before it (diff::compare_step's first mismatch);
+// with `only_inputs`, the first such record of `b` that `a` gets wrong, whatever
+// differs elsewhere (a replay `a` against its run's record `b`, which may be
+// coarser). nullopt when the step's inputs agree.
+std::optional<DataDifference> first_input_difference(const log::Step& a, const log::Step& b, bool only_inputs);
+// Settles the verdict data (before any replay) when the runs' own records of the step first differ
+// in what it consumed; true when it did.
+bool runs_consumed_different_data(Session& session);
+
 // Numeric evidence from two captured outputs of the same tensor.
 Evidence compare_outputs(const std::vector<std::byte>& a, const std::vector<std::byte>& b,
                          const std::string& dtype);

@@ -37,7 +37,7 @@ void add_bisect(CLI::App& app, int& exit_status) {
       "kernels, then the suspect kernel alone) and name the kernel responsible.\n"
       "Without runs and step it uses those of the last `dtrace diff` in this directory.\n"
       "The replay command comes from the runs' logs: it runs only with --trust, or give it\n"
-      "with --replay. Exit status: 0 a kernel (or the restore) named, 1 not reproduced,\n"
+      "with --replay. Exit status: 0 a kernel (or the restore, or the data) named, 1 not reproduced,\n"
       "not localized, diverged-earlier (the runs already differ before --step and differ\n"
       "in configuration: the report names the earlier step to bisect), or fast-forward (a\n"
       "replay reached --step from an older checkpoint through a step that came out otherwise\n"
@@ -117,7 +117,9 @@ void add_bisect(CLI::App& app, int& exit_status) {
     } else {
       std::cout << report::bisect_to_text(*result);
     }
-    const bool named = result->verdict == bisect::Verdict::named || result->verdict == bisect::Verdict::restore;
+    // A cause named (a kernel, the restore, the data): 0 (dtrace(1), EXIT STATUS).
+    const bool named = result->verdict == bisect::Verdict::named || result->verdict == bisect::Verdict::restore ||
+                       result->verdict == bisect::Verdict::data;
     exit_status = named ? kExitSame : kExitDifferent;
   });
 }

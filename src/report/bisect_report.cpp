@@ -95,6 +95,12 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   }
   j["state"] = r.state.empty() ? nlohmann::json() : nlohmann::json(r.state);
   j["state_scope"] = r.state_scope.empty() ? nlohmann::json() : nlohmann::json(r.state_scope);
+  if (r.input) {
+    j["input"] = {{"scope", r.input->scope}, {"op", r.input->op}, {"name", r.input->name},
+                  {"occurrence", r.input->occurrence}};
+  } else {
+    j["input"] = nullptr;
+  }
   j["evidence"] = r.evidence ? evidence_json(*r.evidence) : nlohmann::json();
   if (r.earlier) {
     j["earlier"] = {{"step", r.earlier->step},
@@ -161,6 +167,10 @@ std::string bisect_to_text(const bisect::Report& r) {
     case bisect::Verdict::restore:
       o << "restore: the step-start state differs before step " << r.step << " runs: " << r.state_scope << " "
         << r.state << "\n  an incomplete restore (state not saved or not loaded) is the divergence\n";
+      break;
+    case bisect::Verdict::data:
+      o << "data: the inputs of step " << r.step << " differ: " << r.input->scope << " " << r.input->op << " in "
+        << r.input->name << "\n  what the step consumed differs (the data pipeline's state), not a kernel in the step\n";
       break;
     case bisect::Verdict::not_reproduced: o << "not reproduced\n"; break;
     case bisect::Verdict::not_localized: o << "not localized\n"; break;

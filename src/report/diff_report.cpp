@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "diff/consumed.hpp"
 #include "report/schema.hpp"
 
 namespace dtrace::report {
@@ -85,7 +86,11 @@ std::string diff_to_text(const diff::Report& r) {
     if (f.ulp) o << ", " << *f.ulp << " ulp";
     o << "\n  role:    " << diff::role_name(f.role);
     if (f.role == diff::Role::origin) o << " (its inputs match: this op introduced the divergence)";
-    if (f.role == diff::Role::receiver) o << " (an input already differed)";
+    if (diff::consumed_by_step(f.scope, f.io)) {
+      o << " (what the step consumed, its data, differs: not a kernel; dtrace bisect names it)";
+    } else if (f.role == diff::Role::receiver) {
+      o << " (an input already differed)";
+    }
     o << "\n";
     if (!f.a_location.empty()) o << "  A:       " << f.a_location << "\n";
     if (!f.b_location.empty()) o << "  B:       " << f.b_location << "\n";

@@ -371,6 +371,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
       << bisect::basis_name(b.basis) << ")";
   }
   if (b.verdict == bisect::Verdict::restore) o << ": " << escape(b.state_scope + " " + b.state);
+  if (b.input) o << ": " << escape(b.input->scope + " " + b.input->op + " in " + b.input->name);
   o << "</p>\n<p>" << escape(b.reached) << "</p>\n";
   const Stage stages[] = {{"restore", {}},
                           {"layer", {"layer"}},
@@ -398,6 +399,9 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
       else if (b.verdict == bisect::Verdict::fast_forward)
         state = "fast-forward departed from run " + std::string(1, b.departed_side) + " at step " +
                 std::to_string(b.departed->step),
+        css = "stage-stop";
+      else if (b.verdict == bisect::Verdict::data)
+        state = "what the step consumed differs: " + b.input->scope + " " + b.input->op + " in " + b.input->name,
         css = "stage-stop";
       else if (had_layer)
         state = "restored state matches (read from the layer replays)", css = "stage-done";

@@ -53,7 +53,7 @@ def main() -> int:
 
     def train_step(rec=None, step=0):
         x, y = next(batches)
-        ctx = rec.step(step) if rec else None
+        ctx = rec.step(step, batch=(x, y)) if rec else None  # the batch recorded, as gpt_moe.py does
         if ctx:
             ctx.__enter__()
         loss = model(x, y)

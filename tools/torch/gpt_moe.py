@@ -19,6 +19,10 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
                 order (with --tie-weights the weight is the token embedding's);
   dropout-rng   on resume, the dropout RNG is re-seeded instead of restored;
   data-order    on resume, the data sampler reshuffles instead of restoring its order;
+  data-unsaved  the data sampler is left out of the Recorder's state= (neither
+                checkpointed nor recorded): a resumed run starts the data over;
+  python-rng    on resume, Python's `random` is re-seeded instead of restored (it
+                matters where the step draws from it: --python-random);
   index-add     (CUDA) the combine is index_add_ with deterministic algorithms off:
                 real atomics;
   scatter-add   (CUDA) the combine is scatter_add_ with deterministic algorithms
@@ -44,8 +48,8 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "testdata", "corpus.txt")
-SWITCHES = ("combine", "dispatch-bwd", "embed-bwd", "head-bwd", "dropout-rng", "data-order", "index-add",
-            "scatter-add")
+SWITCHES = ("combine", "dispatch-bwd", "embed-bwd", "head-bwd", "dropout-rng", "data-order", "data-unsaved",
+            "python-rng", "index-add", "scatter-add")
 
 # ---- the planted custom op ---------------------------------------------------
 # dtrace_example::combine(src, index, rows, unordered): out[index[i]] += src[i].
@@ -263,13 +267,14 @@ class GPT(nn.Module):
         if tie_weights:  # one parameter, used twice a step: by the embedding and by the head
             self.head.weight = self.embed.weight
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, label_smoothing=0.0):
         t = idx.shape[1]
         x = self.embed(idx) + self.position(torch.arange(t, device=idx.device))
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.ln(x))
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1),
+                               label_smoothing=label_smoothing)
 
 
 # ---- data --------------------------------------------------------------------
@@ -336,6 +341,8 @@ def main(argv=None) -> int:
     p.add_argument("--run-dir", required=True, help="where the run's log goes (must not exist yet)")
     p.add_argument("--checkpoint-dir", help="checkpoints (the state at the start of a step)")
     p.add_argument("--checkpoint-every", type=int, default=0)
+    p.add_argument("--resume", type=int, default=None, metavar="STEP",
+                   help="resume from the checkpoint of STEP in --checkpoint-dir (the Recorder's resume_at)")
     p.add_argument("--level", default="step", choices=("step", "layer", "kernel"))
     p.add_argument("--nondet", action="append", default=[], choices=SWITCHES)
     p.add_argument("--seed", type=int, default=1234)
@@ -352,6 +359,11 @@ def main(argv=None) -> int:
                         "for dtrace replicas)")
     p.add_argument("--tie-weights", action="store_true",
                    help="the output head uses the token embedding's weight (one parameter, two uses a step)")
+    p.add_argument("--unseeded", action="store_true",
+                   help="leave Python's random and NumPy's generator as imported (seeded by the operating "
+                        "system, different in every process)")
+    p.add_argument("--python-random", action="store_true",
+                   help="each step draws its label smoothing from Python's random")
     p.add_argument("--ddp", action="store_true",
                    help="torchrun jobs: DistributedDataParallel averages the gradients (the recorder "
                         "then finds the replica groups itself) instead of explicit all_reduce calls")
@@ -366,12 +378,14 @@ def main(argv=None) -> int:
     planted = sorted(args.nondet)  # the header's config: the same on every rank
     if args.nondet_rank is not None and args.nondet_rank != rank:
         args.nondet = []
-    # Every generator a step could draw from is seeded: the recorder records them all,
-    # and an unseeded one (Python's random, NumPy's) would differ between two runs.
+    # Every generator a step could draw from is seeded. The recorder records Python's
+    # and NumPy's only for a step that draws from them (--unseeded: never, unless
+    # --python-random), since unseeded they differ in every process.
     torch.manual_seed(args.seed)
-    random.seed(args.seed)
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed(args.seed)
+    if not args.unseeded:
+        random.seed(args.seed)
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed(args.seed)
     if "index-add" in args.nondet or "scatter-add" in args.nondet:
         torch.use_deterministic_algorithms(False)
     with open(CORPUS, "rb") as f:
@@ -398,21 +412,27 @@ def main(argv=None) -> int:
     replicas = None if args.ddp or world < 2 else [list(range(world))]
     if args.ddp and world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
+    # data-unsaved: the sampler is not handed to the recorder, as a script that forgets it.
+    state = {} if "data-unsaved" in args.nondet else {"data": batches}
     rec = dt.Recorder(model, optimizer, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
-                      checkpoint_every=args.checkpoint_every, state={"data": batches}, level=args.level,
-                      replicas=replicas,
+                      checkpoint_every=args.checkpoint_every, state=state, level=args.level,
+                      replicas=replicas, resume_at=args.resume,
                       config={"example": "gpt_moe", "nondet": planted, "nondet_rank": args.nondet_rank,
                               "layers": args.layers, "ddp": args.ddp, "tie_weights": args.tie_weights,
                               "flip_bit": "%d:%d" % args.flip_bit if args.flip_bit else None,
+                              "python_random": args.python_random,
                               "width": args.width, "device": args.device})
     for step in rec.steps(args.steps):
         if step == rec.restored_at and "dropout-rng" in args.nondet:
             torch.manual_seed(int.from_bytes(os.urandom(4), "little"))  # planted: RNG not restored
+        if step == rec.restored_at and "python-rng" in args.nondet:
+            random.seed(os.urandom(8))  # planted: Python's random not restored
         x, y = next(batches)
         if args.flip_bit == (rank, step):
             flip_one_bit(model)
-        with rec.step(step):
-            loss = model(x, y)
+        with rec.step(step, batch=(x, y)):
+            smoothing = random.uniform(0.0, 0.1) if args.python_random else 0.0
+            loss = model(x, y, smoothing)
             loss.backward()
             if world > 1 and not args.ddp:
                 for p in model.parameters():
