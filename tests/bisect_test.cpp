@@ -99,6 +99,8 @@ struct Workload {
   bool layer_input_unrecorded = false;
   // Inside the layer the kernel records never show the difference (a blind spot).
   bool kernels_blind = false;
+  // t as captured (gemm's output, add's input): what add sums.
+  std::vector<std::uint32_t> t_bits = {f32(1), f32(2), f32(3), f32(4)};
   // add's output y, as captured, for each outcome.
   std::map<int, std::vector<std::uint32_t>> y_bits = {
       {0, {f32(1), f32(2), f32(3), f32(4)}},
@@ -126,14 +128,17 @@ struct Workload {
     return lines;
   }
 
-  // A capture directory (dtrace-fp(5)): capture.jsonl and each record's bytes.
-  static void write_capture(const std::string& dir, std::int64_t step, const std::vector<Line>& lines) {
+  // A capture directory (dtrace-fp(5)): capture.jsonl and each record's
+  // bytes (t's are t_bits; the others' are never read as numbers).
+  void write_capture(const std::string& dir, std::int64_t step, const std::vector<Line>& lines) const {
     std::string index = header("capture", "kernel", "[\"fake\"]", "{}");
     append_step(index, step, lines);
     write_file(dir + "/capture.jsonl", index);
+    const auto t = f32_bytes(t_bits);
     for (std::size_t seq = 0; seq < lines.size(); ++seq) {
       dtrace::test::write_text(dir + "/" + dtrace::log::capture_file_name(0, step, static_cast<std::int64_t>(seq)),
-                               "0123456789abcdef");
+                               lines[seq].name == "t" ? std::string(reinterpret_cast<const char*>(t.data()), t.size())
+                                                      : std::string("0123456789abcdef"));
     }
   }
 
@@ -302,6 +307,10 @@ TEST_CASE("bisect names the kernel whose output differs from the same inputs", "
   CHECK(e.reading.rfind("repetition 0 of A against repetition 1 of A: 1 of 4 elements differ, by at most 1 ulp", 0) ==
         0);
   CHECK(e.reading.find("reduction order") != std::string::npos);
+  // Judged against the output's magnitude: add's captured input t is no larger.
+  CHECK(e.output_magnitude == std::optional<double>(4.0));
+  CHECK(e.input_magnitude == std::optional<double>(4.0));
+  CHECK(e.magnitude == "output");
   CHECK(e.ulp_histogram == std::vector<std::uint64_t>{1});
   // Every repetition's fingerprint, A's first: outcomes 0, 1, 0 on each side.
   REQUIRE(e.outputs.size() == 6);
@@ -336,6 +345,44 @@ TEST_CASE("bisect's evidence: distinct outputs and the pair compared", "[bisect]
     CHECK(r.evidence->reading ==
           "alone, from the same inputs, the kernel gave one output in 3 repetitions on each side: its "
           "nondeterminism did not show in isolation");
+  }
+}
+
+// A sum whose terms cancel: add's input t holds terms of magnitude 1000, its
+// output y values of 1e-3, and a reordered sum's result differs by a rounding
+// of the terms (one ulp of 1000.0f, 2^-14), which is a tenth of the output
+// itself. Judged against the output that is "unrelated to magnitude"; against
+// what was summed it is rounding. A value unrelated to either is still memory
+// nothing wrote.
+TEST_CASE("bisect's evidence judges a difference against what the op summed", "[bisect]") {
+  const std::vector<std::uint32_t> small = {f32(0.001f), f32(0.002f), f32(0.003f), f32(0.004f)};
+  Bisect b;
+  b.workload.t_bits = {f32(1000), f32(-1000), f32(0.5f), f32(-0.25f)};
+  SECTION("a cancelling sum reads as reduction order, against the inputs") {
+    auto rounded = small;
+    rounded[3] = f32(0.004f + std::ldexp(1.0f, -14));
+    b.workload.y_bits = {{0, small}, {1, rounded}};
+    const Report r = b.run();
+    REQUIRE(r.evidence);
+    const Evidence& e = *r.evidence;
+    CHECK(e.elements_differing == 1);
+    CHECK(e.magnitude == "inputs");
+    CHECK(e.input_magnitude == std::optional<double>(1000.0));
+    CHECK(e.output_magnitude == std::optional<double>(static_cast<double>(0.004f)));
+    CHECK(e.reading.find("reduction order") != std::string::npos);
+    CHECK(e.reading.find("of the op's inputs' largest value 1e+03; the output's is 0.004)") != std::string::npos);
+    CHECK(e.reading.find("nothing wrote") == std::string::npos);
+  }
+  SECTION("a value unrelated to the inputs' magnitude still reads as memory nothing wrote") {
+    auto garbage = small;
+    garbage[3] = f32(37.5f);
+    b.workload.y_bits = {{0, small}, {1, garbage}};
+    const Report r = b.run();
+    REQUIRE(r.evidence);
+    CHECK(r.evidence->magnitude == "inputs");
+    CHECK(r.evidence->reading.find("nothing wrote") != std::string::npos);
+    CHECK(r.evidence->reading.find("against the op's inputs' largest value 1e+03; the output's is 0.004;") !=
+          std::string::npos);
   }
 }
 
@@ -375,6 +422,31 @@ TEST_CASE("compare_outputs counts exactly what differs", "[bisect]") {
     CHECK(e.elements_differing == 1);
     CHECK(e.max_abs_difference == 9.5);
     CHECK(e.reading.find("nothing wrote") != std::string::npos);
+    CHECK(e.magnitude == "output");
+    CHECK(!e.input_magnitude);
+  }
+  SECTION("the larger magnitude is the scale: the inputs' when the output cancels, else the output's") {
+    // 2 ulp of 1.0f against an output of 1e-4: a fifth of the output, a
+    // millionth of inputs up to 1.
+    const auto a = f32_bytes({f32(1e-4f)}), b = f32_bytes({f32(1e-4f + std::ldexp(1.0f, -22))});
+    const Evidence by_output = compare_outputs(a, b, "f32");
+    CHECK(by_output.magnitude == "output");
+    CHECK(by_output.reading.find("nothing wrote") != std::string::npos);
+    const Evidence by_inputs = compare_outputs(a, b, "f32", 1.0);
+    CHECK(by_inputs.magnitude == "inputs");
+    CHECK(by_inputs.input_magnitude == std::optional<double>(1.0));
+    CHECK(by_inputs.reading.find("reduction order") != std::string::npos);
+    // Inputs smaller than the output (many terms of one sign): the output's.
+    const Evidence small_inputs = compare_outputs(a, b, "f32", 1e-6);
+    CHECK(small_inputs.magnitude == "output");
+    CHECK(small_inputs.reading.find("against the output's largest value 0.0001; the inputs' is 1e-06;") !=
+          std::string::npos);
+  }
+  SECTION("largest_magnitude: finite values of a float dtype only") {
+    using dtrace::bisect::largest_magnitude;
+    const auto bytes = f32_bytes({f32(-3), 0x7f800000u, 0x7fc00000u, f32(2)});
+    CHECK(largest_magnitude(bytes.data(), bytes.size(), "f32") == std::optional<double>(3.0));
+    CHECK(!largest_magnitude(bytes.data(), bytes.size(), "i32"));
   }
   SECTION("bf16 and f64") {
     const std::vector<std::byte> a = {std::byte{0x80}, std::byte{0x3f}}, b = {std::byte{0x81}, std::byte{0x3f}};
@@ -414,7 +486,11 @@ TEST_CASE("bisect's restore check: a replay that does not restore its run's stat
   CHECK(r.verdict == Verdict::restore);
   CHECK(r.state == "w");
   CHECK(r.state_scope == "opt");
-  CHECK(r.reached == "restore check: replaying run B at step 0 does not restore the state the run recorded: opt w");
+  CHECK(r.state_op == "adamw");
+  // Named by scope, op and name: "opt w" would not tell "opt adamw w" from
+  // "opt sgd w" where a workload records both.
+  CHECK(r.reached ==
+        "restore check: replaying run B at step 0 does not restore the state the run recorded: opt adamw w");
   CHECK(!r.earlier);
   CHECK(b.stages(r) == std::vector<std::string>{"layer A", "layer B"});
 }
@@ -537,13 +613,27 @@ TEST_CASE("bisect's restore check: runs that diverged before the step", "[bisect
 }
 
 TEST_CASE("bisect's not-reproduced verdicts", "[bisect]") {
-  SECTION("identical runs, replays that agree: --repeat attempts, no per-process search") {
+  SECTION("identical runs: nothing to bisect, nothing replayed, with or without a step asked for") {
+    for (const bool with_step : {false, true}) {
+      Bisect b(RunSteps{{0x5a}, {0}}, RunSteps{{0x5a}, {0}});
+      b.options.rank.reset();  // the runs are read to choose the rank
+      if (!with_step) b.options.step.reset();
+      const Report r = b.run();
+      CHECK(r.verdict == Verdict::not_reproduced);
+      CHECK(r.nothing_to_bisect);
+      CHECK(r.reached ==
+            "nothing to bisect: the runs are identical over the steps they share (steps 0-0), so no bisect is needed");
+      CHECK(r.replays.empty());
+    }
+  }
+  SECTION("--step and --rank where the runs agree, replays that agree: nothing to bisect there") {
     Bisect b(RunSteps{{0x5a}, {0}}, RunSteps{{0x5a}, {0}});
     b.workload.step_outcome = [](char, int) { return 0; };
     const Report r = b.run();
     CHECK(r.verdict == Verdict::not_reproduced);
     CHECK(r.reached ==
-          "layer pass: 3 replays of step 0 on each side agree at layer level; the divergence did not reproduce");
+          "layer pass: 3 replays of step 0 on each side agree at layer level, and so do the runs' own records of "
+          "step 0 on rank 0: nothing to bisect there (dtrace diff says where the runs differ, if anywhere)");
     CHECK(r.replays.size() == 6u);
     CHECK(!r.outcomes);
   }

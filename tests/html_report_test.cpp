@@ -153,3 +153,37 @@ TEST_CASE("a bisect's ladder and evidence", "[report][html]") {
   CHECK(count(html, "<i class=\"chip\"") == 4);
   CHECK(count(html, "</i> #2<") == 1);  // one repetition gave the second output
 }
+
+TEST_CASE("the title names what was found, and the page's counts agree with their nouns", "[report][html]") {
+  dtrace::bisect::Report b;
+  b.verdict = dtrace::bisect::Verdict::named;
+  b.step = 5;
+  b.rank = 1;
+  b.op = "gemm_splitk";
+  b.scope = "fwd/layer.0/mlp";
+  b.occurrence = 1;
+  b.calls = 2;
+  b.role = "origin";
+  CHECK(divergence_html(nullptr, &b).find(
+            "<h1>dtrace bisect: named fwd/layer.0/mlp gemm_splitk (call 2 of 2) at step 5, rank 1</h1>") !=
+        std::string::npos);
+  b.verdict = dtrace::bisect::Verdict::restore;
+  b.state_scope = "step";
+  b.state_op = "momentum";
+  b.state = "b1";
+  CHECK(divergence_html(nullptr, &b).find("<h1>dtrace bisect: restore step momentum b1 at step 5, rank 1</h1>") !=
+        std::string::npos);
+  b.nothing_to_bisect = true;
+  b.verdict = dtrace::bisect::Verdict::not_reproduced;
+  CHECK(divergence_html(nullptr, &b).find("<h1>dtrace bisect: nothing to bisect, the runs are identical</h1>") !=
+        std::string::npos);
+  // One rank: its map's rank axis has one label, and no count says "1 ranks".
+  const auto d = wide_diff(1, 4, 0);
+  const std::string html = divergence_html(&d, nullptr);
+  CHECK(html.find("<h1>dtrace diff: diverged at step 2, rank 0: fwd/layer.1/mlp gemm_fc2 out y</h1>") !=
+        std::string::npos);
+  CHECK(count(html, ">rank 0</text>") == 1);
+  CHECK(count(html, "text-anchor=\"end\">0</text>") == 0);
+  CHECK(html.find("on 1 rank,") != std::string::npos);
+  CHECK(html.find("1 ranks") == std::string::npos);
+}

@@ -23,13 +23,20 @@ Result<bool> choose_step(const Options& options, Report& rep) {
   }
   auto d = diff::diff_runs(options.run_a, options.run_b);
   if (!d) return d.error();
+  // Identical runs hold no divergence to bisect at any step they share, asked
+  // for or not: no replay is started.
+  const bool shared_step = !options.step || (*options.step >= d->compared.first_step &&
+                                             *options.step <= d->compared.last_step);
+  if (!d->first && shared_step) {
+    rep.verdict = Verdict::not_reproduced;
+    rep.nothing_to_bisect = true;
+    rep.reached = "nothing to bisect: the runs are identical over the steps they share (steps " +
+                  n(d->compared.first_step) + "-" + n(d->compared.last_step) +
+                  "), so no bisect is needed";
+    if (options.step) rep.step = *options.step;
+    return false;
+  }
   if (!options.step) {
-    if (!d->first) {
-      rep.verdict = Verdict::not_reproduced;
-      rep.reached = "nothing to bisect: the runs are identical over the steps they share (steps " +
-                    n(d->compared.first_step) + "-" + n(d->compared.last_step) + ")";
-      return false;
-    }
     rep.step = d->first->step;
     rep.rank = options.rank.value_or(d->first->rank);
     return true;
@@ -47,6 +54,10 @@ Result<bool> choose_step(const Options& options, Report& rep) {
 }
 
 }  // namespace
+
+std::string state_record(const Report& report) {
+  return StateRecord{report.state_scope, report.state_op, report.state}.text();
+}
 
 Result<Report> run(const Options& options, const Progress& progress, const StageNote& note) {
   Report rep;

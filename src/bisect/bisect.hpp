@@ -52,6 +52,16 @@ std::string_view verdict_name(Verdict verdict);
 enum class Basis { confirmed, layer_repetitions, step_replays };
 std::string_view basis_name(Basis basis);
 
+// A state record by identity, named as reports name it: "scope op name"
+// ("step param b1" and "step momentum b1" are two records).
+struct StateRecord {
+  std::string scope, op, name;
+  std::string text() const { return scope + " " + op + " " + name; }
+};
+struct Report;
+// The restore verdict's state record (Report::state_scope, state_op, state), named.
+std::string state_record(const Report& report);
+
 // One execution of the workload.
 struct Replay {
   std::string stage;   // "layer", "capture", "kernel", "confirm"
@@ -86,6 +96,14 @@ struct Evidence {
     std::string fingerprint;
   };
   std::vector<Output> outputs;
+  // The magnitudes the difference is judged against (largest finite |value|):
+  // the compared output's (A's of the pair), and the op's captured float
+  // inputs' (nullopt when it has none, or none was read). `magnitude` says
+  // which the reading used, the larger: "inputs" or "output"; empty when no
+  // float elements were compared.
+  std::optional<double> output_magnitude;
+  std::optional<double> input_magnitude;
+  std::string magnitude;
   std::string reading;      // what the numbers mean, in words
   // What the op ran beneath it in the confirm replay, as the workload listed
   // it (kernels.rank<r>.json in its capture, dtrace-fp(5)): device kernels on
@@ -124,6 +142,9 @@ struct Outcomes {
 
 struct Report {
   Verdict verdict = Verdict::not_reproduced;
+  // The runs are identical (not-reproduced without a replay): there was no
+  // divergence to bisect.
+  bool nothing_to_bisect = false;
   std::string run_a, run_b;
   std::int64_t step = 0;
   std::int32_t rank = 0;
@@ -135,8 +156,9 @@ struct Report {
   int calls = 1;       // how many calls of op the step's scope holds
   Basis basis = Basis::confirmed;
   std::string layer;                  // the suspect layer scope
-  // restore:
-  std::string state, state_scope;
+  // restore: the first state record that differs, by scope, op and name
+  // (state_record() names it: "step param b1" and "step momentum b1" differ).
+  std::string state, state_scope, state_op;
   std::optional<Evidence> evidence;
   std::optional<DataDifference> input;       // data
   std::optional<EarlierDivergence> earlier;  // diverged-earlier, or named by repetition after it

@@ -18,6 +18,7 @@
 
 #include "bisect/session.hpp"
 #include "util/intervals.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::bisect {
 
@@ -97,10 +98,6 @@ Result<Seen> read_replay_log(const std::string& path, std::int32_t rank) {
   return seen;
 }
 
-std::string plural(std::size_t count, const std::string& one, const std::string& many) {
-  return n(static_cast<std::int64_t>(count)) + " " + (count == 1 ? one : many);
-}
-
 std::string step_list(const std::map<std::int64_t, log::StepStatus>& steps) {
   IntervalSet set;
   for (const auto& [step, status] : steps) set.insert(step);
@@ -120,10 +117,10 @@ std::string scope_list(const std::vector<std::string>& scopes) {
 std::string what_was_recorded(const Seen& seen, std::int32_t rank) {
   auto it = seen.steps.find(rank);
   if (it == seen.steps.end() || it->second.empty()) return "nothing for rank " + n(rank);
-  std::string s = plural(it->second.size(), "step", "steps") + " (" +
+  std::string s = plural(static_cast<std::int64_t>(it->second.size()), "step", "steps") + " (" +
                   (it->second.size() == 1 ? "step " : "steps ") + step_list(it->second) + ")";
   if (rank != seen.rank) return s;
-  s += " of " + plural(seen.rank_records, "record", "records");
+  s += " of " + plural(static_cast<std::int64_t>(seen.rank_records), "record", "records");
   if (!seen.scopes.empty()) s += (seen.scopes.size() == 1 ? " at scope " : " at scopes ") + scope_list(seen.scopes);
   return s;
 }
@@ -189,7 +186,7 @@ Result<LoadedStep> captured_step(const std::string& dir, std::int32_t rank, std:
 // requested call.
 Result<void> check_isolation(const std::string& who, const Asked& asked, const Seen& seen, std::int32_t rank,
                              const std::optional<Target>& target) {
-  const std::string wanted = plural(static_cast<std::size_t>(asked.repeat), "repetition", "repetitions") +
+  const std::string wanted = plural(asked.repeat, "repetition", "repetitions") +
                              " of " + *asked.isolate;
   const auto& steps = seen.steps.contains(rank) ? seen.steps.at(rank) : std::map<std::int64_t, log::StepStatus>{};
   for (const auto& [number, step] : seen.rank_steps) {
@@ -340,6 +337,15 @@ Result<void> check_compliance(const std::string& who, const Side& side, std::int
 
 int calls_of(const log::Step& step, const std::string& scope, const std::string& op) {
   return calls_in(step, scope, op);
+}
+
+Result<CapturedCall> captured_call(const std::string& dir, std::int32_t rank, std::optional<std::int64_t> step,
+                                   const Target& target) {
+  auto captured = captured_step(dir, rank, step);
+  if (!captured) return captured.error();
+  CapturedCall call{std::move(*captured), {}};
+  call.inputs = inputs_of_call(call.step.step, target.scope, target.op, target.occurrence);
+  return call;
 }
 
 }  // namespace dtrace::bisect

@@ -73,6 +73,37 @@ void read_kernel_list(const std::string& dir, std::int32_t rank, Evidence& e, st
   e.kernels_source = text_of("source");
 }
 
+// The largest finite |value| among the float inputs of the isolated call, as
+// captured in `dir` (the capture the repetitions ran from): what the op
+// summed, against which its rounding is judged. nullopt when none is a float.
+// Read in chunks: an input may be far larger than memory wants to hold twice.
+Result<std::optional<double>> input_magnitude(const std::string& dir, std::int32_t rank, std::int64_t step,
+                                              const Suspect& kernel) {
+  auto call = captured_call(dir, rank, step, Target{kernel.scope, kernel.op, kernel.occurrence});
+  if (!call) return call.error();
+  std::optional<double> largest;
+  for (const auto& [name, record] : call->inputs) {
+    const std::string dtype(record->dtype);
+    if (!largest_magnitude(nullptr, 0, dtype)) continue;  // not a float
+    const std::string path = dir + "/" + log::capture_file_name(rank, call->step.step.step, record->seq);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      return Error{path + ": the captured input is not a regular file"};
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Error{path + ": cannot read the captured input '" + name + "'"};
+    std::vector<char> chunk(std::size_t{1} << 20);  // a multiple of every element size
+    while (in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      const auto got = static_cast<std::size_t>(in.gcount());
+      if (got == 0) break;
+      const auto m = largest_magnitude(reinterpret_cast<const std::byte*>(chunk.data()), got, dtype);
+      largest = std::max(largest.value_or(0), m.value_or(0));
+    }
+  }
+  return largest;
+}
+
 }  // namespace
 
 Result<void> confirm(Session& s, const Suspect& kernel) {
@@ -123,7 +154,9 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
     if (!a) return a.error();
     auto b = read_capture(s.path(std::string("confirm-") + other->side), rep.rank, *other);
     if (!b) return b.error();
-    e = compare_outputs(*a, *b, std::string(first->record->dtype));
+    auto inputs = input_magnitude(s.path("capture-A"), rep.rank, rep.step, kernel);
+    if (!inputs) return inputs.error();
+    e = compare_outputs(*a, *b, std::string(first->record->dtype), *inputs);
     e.reading = "repetition " + n(first->rep) + " of " + std::string(1, first->side) + " against repetition " +
                 n(other->rep) + " of " + std::string(1, other->side) + ": " + e.reading;
   } else {

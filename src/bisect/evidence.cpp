@@ -79,9 +79,22 @@ std::string fmt(double v) {
 
 }  // namespace
 
+std::optional<double> largest_magnitude(const std::byte* data, std::size_t bytes, const std::string& dtype) {
+  const auto size = element_size(dtype);
+  if (!size) return std::nullopt;
+  double largest = 0;
+  const auto step = static_cast<std::size_t>(*size);
+  for (std::size_t at = 0; at + step <= bytes; at += step) {
+    const Element x = decode(data + at, dtype);
+    if (!x.nan && !x.inf) largest = std::max(largest, std::fabs(x.value));
+  }
+  return largest;
+}
+
 Evidence compare_outputs(const std::vector<std::byte>& a, const std::vector<std::byte>& b,
-                         const std::string& dtype) {
+                         const std::string& dtype, std::optional<double> input_magnitude) {
   Evidence e;
+  e.input_magnitude = input_magnitude;
   e.dtype = dtype;
   const auto size = element_size(dtype);
   if (!size || a.size() != b.size() || a.size() % static_cast<std::size_t>(*size) != 0) {
@@ -126,27 +139,40 @@ Evidence compare_outputs(const std::vector<std::byte>& a, const std::vector<std:
     }
   }
   if (ulp_defined) e.max_ulp = static_cast<std::uint64_t>(std::min<__int128>(max_ulp, UINT64_MAX));
+  e.output_magnitude = max_magnitude;
   const std::string counts = std::to_string(e.elements_differing) + " of " + std::to_string(e.elements) +
                              " elements differ";
   // Reordered sums of the same terms differ by a few units of rounding of the
-  // tensor's own magnitude (an element near zero can be many ulp off while
-  // being off by very little); values read from memory nothing wrote bear no
-  // relation to the magnitudes at all, or are NaN.
+  // magnitude of what was summed (an element near zero can be many ulp off
+  // while being off by very little); values read from memory nothing wrote
+  // bear no relation to the magnitudes at all, or are NaN. What was summed is
+  // the op's inputs: where they are larger than its output (terms that cancel,
+  // a sum 1e-6 of its terms), rounding scales with them, not with the output;
+  // where the output is larger (many terms of one sign), with the output.
   constexpr double kReductionOrderRelative = 1e-3;
+  const bool by_inputs = input_magnitude && *input_magnitude > max_magnitude;
+  const double scale = by_inputs ? *input_magnitude : max_magnitude;
+  const std::string scale_text =
+      by_inputs ? "the op's inputs' largest value " + fmt(scale) + "; the output's is " + fmt(max_magnitude)
+                : "the output's largest value " + fmt(scale) +
+                      (input_magnitude ? "; the inputs' is " + fmt(*input_magnitude) : std::string());
   const bool special_differs = e.nan_a != e.nan_b || e.inf_a != e.inf_b;
-  const double relative = max_magnitude > 0 ? e.max_abs_difference / max_magnitude : e.max_abs_difference;
+  const double relative = scale > 0 ? e.max_abs_difference / scale : e.max_abs_difference;
   const std::string ulp_text = e.max_ulp ? std::to_string(*e.max_ulp) + " ulp" : "NaN";
   if (e.elements_differing == 0) {
     e.reading = "the outputs are identical";
-  } else if (special_differs || !e.max_ulp || relative > kReductionOrderRelative) {
+    return e;
+  }
+  e.magnitude = by_inputs ? "inputs" : "output";
+  if (special_differs || !e.max_ulp || relative > kReductionOrderRelative) {
     e.reading = counts + ", by up to " + ulp_text + " (max |difference| " + fmt(e.max_abs_difference) +
-                " against values up to " + fmt(max_magnitude) + "; NaN " + std::to_string(e.nan_a) + " vs " +
+                " against " + scale_text + "; NaN " + std::to_string(e.nan_a) + " vs " +
                 std::to_string(e.nan_b) + ", Inf " + std::to_string(e.inf_a) + " vs " + std::to_string(e.inf_b) +
                 "): differences unrelated to magnitude, or NaN, mean the kernel reads memory nothing "
                 "wrote (uninitialized memory, a padded tail, a stale workspace)";
   } else {
     e.reading = counts + ", by at most " + ulp_text + " (max |difference| " + fmt(e.max_abs_difference) +
-                ", " + fmt(relative) + " of the largest value): rounding-sized differences are the "
+                ", " + fmt(relative) + " of " + scale_text + "): rounding-sized differences are the "
                 "signature of a changing reduction order (atomics, split-K, an unordered collective)";
   }
   return e;

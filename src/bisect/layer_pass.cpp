@@ -41,10 +41,9 @@ Result<bool> restore_matches_run(Session& s, const Side& side, const std::string
     if (!departed) return departed.error();
     if (*departed) return false;
     rep.verdict = Verdict::restore;
-    rep.state = diff->first;
-    rep.state_scope = diff->second;
+    set_state(rep, *diff);
     rep.reached = "restore check: replaying run " + std::string(1, side.name) + " at step " + n(rep.step) +
-                  " does not restore the state the run recorded: " + diff->second + " " + diff->first;
+                  " does not restore the state the run recorded: " + state_record(rep);
     return false;
   }
   // The replays may still localize a kernel between themselves; what they
@@ -232,10 +231,9 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
     }
     if (m->io == "state") {
       rep.verdict = Verdict::restore;
-      rep.state = m->name;
-      rep.state_scope = m->scope;
+      set_state(rep, StateRecord{m->scope, m->op, m->name});
       rep.reached = "restore check: the replays of A and B start step " + n(rep.step) +
-                    " from different state: " + m->scope + " " + m->name;
+                    " from different state: " + state_record(rep);
       s.note("restore", rep.reached);
       return std::optional<Suspect>{};
     }
@@ -257,6 +255,14 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
     outcomes.budget = budget;
     rep.outcomes = outcomes;
     rep.reached = per_process_reading(outcomes, rep.step);
+    return std::optional<Suspect>{};
+  }
+  if (s.a.recorded && s.b.recorded && !runs_differ) {
+    // Asked for a step (--step and --rank, so diff did not read the runs)
+    // where the runs themselves agree: there was nothing there to reproduce.
+    rep.reached = "layer pass: " + replays_of(attempt) + " of step " + n(rep.step) + " on each side agree at " +
+                  "layer level, and so do the runs' own records of step " + n(rep.step) + " on rank " +
+                  n(rep.rank) + ": nothing to bisect there (dtrace diff says where the runs differ, if anywhere)";
     return std::optional<Suspect>{};
   }
   rep.reached = "layer pass: " + replays_of(attempt) + " of step " + n(rep.step) + " on each side agree at layer " +

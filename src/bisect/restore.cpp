@@ -73,10 +73,9 @@ Result<bool> runs_diverged_earlier(Session& s) {
     // the step from state it did not have (a run resumed from a checkpoint
     // that did not save or load everything). That is a restore, in the runs.
     rep.verdict = Verdict::restore;
-    rep.state = state->first;
-    rep.state_scope = state->second;
+    set_state(rep, *state);
     rep.reached = "restore check: runs A and B recorded different state at the start of step " + step + " (" +
-                  state->second + " " + state->first +
+                  state_record(rep) +
                   "), and no step they both recorded before it differs: one run did not restore that state";
     return true;
   }
@@ -94,7 +93,7 @@ Result<bool> runs_diverged_earlier(Session& s) {
   if (!rep.shared_configuration) {
     rep.verdict = Verdict::diverged_earlier;
     rep.reached = "restore check: each replay matches its own run, but the runs' states at step " + step +
-                  " differ (" + state->second + " " + state->first + ") and A and B differ in configuration: "
+                  " differ (" + state->text() + ") and A and B differ in configuration: "
                   "no replay of step " + step + " compares like with like; bisect step " +
                   std::to_string(m.step) + " instead";
     return true;
@@ -184,8 +183,13 @@ Result<bool> fast_forward_departed(Session& s, const Side& side, const std::stri
   return false;
 }
 
-std::optional<std::pair<std::string, std::string>> first_state_difference(const log::Step& replayed,
-                                                                          const log::Step& recorded) {
+void set_state(Report& report, const StateRecord& state) {
+  report.state_scope = state.scope;
+  report.state_op = state.op;
+  report.state = state.name;
+}
+
+std::optional<StateRecord> first_state_difference(const log::Step& replayed, const log::Step& recorded) {
   const auto have = state_records(replayed);
   // In the recorded step's own order: the first state the replay got wrong.
   std::map<std::string, int> seen;
@@ -195,7 +199,7 @@ std::optional<std::pair<std::string, std::string>> first_state_difference(const 
     auto it = have.find(state_key(r, seen[base]++));
     if (it == have.end() || it->second->digest != r.digest || it->second->dtype != r.dtype ||
         !std::equal(r.shape.begin(), r.shape.end(), it->second->shape.begin(), it->second->shape.end())) {
-      return std::pair{std::string(r.name), std::string(r.scope)};
+      return StateRecord{std::string(r.scope), std::string(r.op), std::string(r.name)};
     }
   }
   return std::nullopt;

@@ -2,6 +2,7 @@
 // working directory for replay outputs and captures, and the log of replays.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,6 +128,15 @@ Variables isolation_variables(const std::string& step, const std::string& scope,
                               int occurrence, const std::string& inputs, int k, const std::string& out);
 // How many calls of (scope, op) a step holds (the report's "call 2 of 2").
 int calls_of(const log::Step& step, const std::string& scope, const std::string& op);
+// The captured in records of `target`'s call, by name, in the capture `dir`
+// for `rank`: the step DTRACE_INPUTS names to isolation (`step`, else the
+// capture's first complete step), read by the rule the compliance check applies.
+struct CapturedCall {
+  LoadedStep step;
+  std::map<std::string, const log::Record*> inputs;
+};
+Result<CapturedCall> captured_call(const std::string& dir, std::int32_t rank, std::optional<std::int64_t> step,
+                                   const Target& target);
 
 // The restore check, case (b) (dtrace(1)): each replay matched its own run;
 // when the runs' recorded states at the step differ, the runs diverged
@@ -153,8 +163,9 @@ Result<bool> fast_forward_departed(Session& session, const Side& side, const std
 // The restore check: the first state record where `replayed` and `recorded`
 // disagree (a state record present in `recorded` but missing in `replayed`
 // counts), by identity; nullopt when they agree.
-std::optional<std::pair<std::string, std::string>> first_state_difference(const log::Step& replayed,
-                                                                          const log::Step& recorded);
+std::optional<StateRecord> first_state_difference(const log::Step& replayed, const log::Step& recorded);
+// Sets the report's restore state record (state, state_scope, state_op).
+void set_state(Report& report, const StateRecord& state);
 
 // The data check (data.cpp): the first record of what step N consumed (scope
 // step, io in: the batch) that differs, by identity, between `a` and `b`, when
@@ -167,8 +178,13 @@ std::optional<DataDifference> first_input_difference(const log::Step& a, const l
 // in what it consumed; true when it did.
 bool runs_consumed_different_data(Session& session);
 
-// Numeric evidence from two captured outputs of the same tensor.
+// Numeric evidence from two captured outputs of the same tensor, their
+// difference judged against the larger of the output's magnitude and
+// `input_magnitude` (the op's inputs', when known: what a reduction summed).
 Evidence compare_outputs(const std::vector<std::byte>& a, const std::vector<std::byte>& b,
-                         const std::string& dtype);
+                         const std::string& dtype, std::optional<double> input_magnitude = std::nullopt);
+// The largest finite |value| of `bytes` elements of `dtype`; nullopt when the
+// dtype is not a float read element by element (f64, f32, bf16, f16).
+std::optional<double> largest_magnitude(const std::byte* data, std::size_t bytes, const std::string& dtype);
 
 }  // namespace dtrace::bisect

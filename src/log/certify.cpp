@@ -6,6 +6,7 @@
 
 #include "log/chain.hpp"
 #include "log/reader.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::log {
 
@@ -17,10 +18,6 @@ constexpr std::string_view kKnownHashAlgorithms[] = {"xxh3-64k/1"};
 
 std::string rank_step(std::int32_t rank, std::int64_t step) {
   return "rank " + std::to_string(rank) + ", step " + std::to_string(step);
-}
-
-std::string plural(std::uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
 using Intervals = std::vector<IntervalSet::Interval>;
@@ -198,7 +195,7 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
       collector.add({ViolationKind::incomplete_step, step.rank, step.step,
                      last != nullptr ? reader.location(*last) : std::string(),
                      rank_step(step.rank, step.step) + ": no end record after " +
-                         plural(static_cast<std::uint64_t>(present), "record", "records") +
+                         plural(static_cast<std::int64_t>(present), "record", "records") +
                          " (crashed mid-step?)"});
       return;
     }
@@ -207,7 +204,7 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
                      first != nullptr ? reader.location(*first) : std::string(),
                      rank_step(step.rank, step.step) + ": end record counts " +
                          std::to_string(step.declared_count) + ", " +
-                         plural(static_cast<std::uint64_t>(present), "record is", "records are") +
+                         plural(static_cast<std::int64_t>(present), "record is", "records are") +
                          " present"});
       return;
     case StepStatus::late:
@@ -219,7 +216,7 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
                        rank_step(step.rank, step.step) + ": " +
                            (present == 0 ? std::string("ended twice: a second end record")
                                          : "written twice: " +
-                                               plural(static_cast<std::uint64_t>(present), "record", "records") +
+                                               plural(static_cast<std::int64_t>(present), "record", "records") +
                                                " and an end record") +
                            " after the step was complete"});
         return;
@@ -227,7 +224,7 @@ void check_status(const Step& step, const RunReader& reader, Collector& collecto
       collector.add({ViolationKind::late_records, step.rank, step.step,
                      first != nullptr ? reader.location(*first) : std::string(),
                      rank_step(step.rank, step.step) + ": " +
-                         plural(static_cast<std::uint64_t>(present), "record", "records") +
+                         plural(static_cast<std::int64_t>(present), "record", "records") +
                          " after the end record had already counted the step complete"});
       return;
   }
@@ -251,7 +248,8 @@ class ChainReport {
   std::vector<std::string> notes() const {
     std::vector<std::string> out = notes_;
     if (resumed_ > notes_.size()) {
-      out.push_back(plural(resumed_ - notes_.size(), "more resumed segment", "more resumed segments") +
+      out.push_back(plural(static_cast<std::int64_t>(resumed_ - notes_.size()), "more resumed segment",
+                           "more resumed segments") +
                     " not listed");
     }
     return out;
@@ -357,7 +355,7 @@ void check_step_sets(const std::map<std::int32_t, IntervalSet>& rank_steps,
                    missing.front().first,
                    {},
                    "rank " + std::to_string(rank) + " lacks " +
-                       plural(intervals_size(missing), "step", "steps") + " (" +
+                       plural(static_cast<std::int64_t>(intervals_size(missing)), "step", "steps") + " (" +
                        intervals_text(missing) + ") that other ranks have"});
   }
 }

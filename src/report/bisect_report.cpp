@@ -5,6 +5,7 @@
 
 #include "report/schema.hpp"
 #include "util/intervals.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::report {
 
@@ -22,6 +23,9 @@ nlohmann::json evidence_json(const bisect::Evidence& e) {
                       {"nan", {e.nan_a, e.nan_b}},
                       {"inf", {e.inf_a, e.inf_b}},
                       {"reading", e.reading},
+                      {"magnitude", e.magnitude.empty() ? nlohmann::json() : nlohmann::json(e.magnitude)},
+                      {"output_magnitude", e.output_magnitude ? nlohmann::json(*e.output_magnitude) : nlohmann::json()},
+                      {"input_magnitude", e.input_magnitude ? nlohmann::json(*e.input_magnitude) : nlohmann::json()},
                       {"kernels", e.kernels},
                       {"kernels_device", e.kernels_device.empty() ? nlohmann::json() : nlohmann::json(e.kernels_device)},
                       {"kernels_source", e.kernels_source.empty() ? nlohmann::json() : nlohmann::json(e.kernels_source)}};
@@ -101,6 +105,7 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   } else {
     j["input"] = nullptr;
   }
+  j["state_op"] = r.state.empty() ? nlohmann::json() : nlohmann::json(r.state_op);
   j["evidence"] = r.evidence ? evidence_json(*r.evidence) : nlohmann::json();
   if (r.earlier) {
     j["earlier"] = {{"step", r.earlier->step},
@@ -147,10 +152,17 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
 std::string bisect_to_text(const bisect::Report& r) {
   std::ostringstream o;
   o << "A: " << r.run_a << "\nB: " << r.run_b << "\n";
+  if (r.nothing_to_bisect) {
+    // No step was chosen and nothing replayed: the runs do not diverge.
+    o << "nothing to bisect: the runs are identical\n  reached:  " << r.reached << "\n";
+    return o.str();
+  }
   IntervalSet ranks;
   for (auto x : r.ranks_replayed) ranks.insert(x);
   o << "step " << r.step << ", rank " << r.rank;
-  if (!ranks.empty()) o << " (replays ran ranks " << ranks.to_string() << ")";
+  if (!ranks.empty()) {
+    o << " (replays ran " << noun(ranks.size(), "rank ", "ranks ") << ranks.to_string() << ")";
+  }
   o << "\n";
   switch (r.verdict) {
     case bisect::Verdict::named:
@@ -165,8 +177,8 @@ std::string bisect_to_text(const bisect::Report& r) {
       o << "  basis:    " << basis_text(r) << "\n";
       break;
     case bisect::Verdict::restore:
-      o << "restore: the step-start state differs before step " << r.step << " runs: " << r.state_scope << " "
-        << r.state << "\n  an incomplete restore (state not saved or not loaded) is the divergence\n";
+      o << "restore: the step-start state differs before step " << r.step << " runs: " << bisect::state_record(r)
+        << "\n  an incomplete restore (state not saved or not loaded) is the divergence\n";
       break;
     case bisect::Verdict::data:
       o << "data: the inputs of step " << r.step << " differ: " << r.input->scope << " " << r.input->op << " in "

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "report/bisect_report.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::report {
 
@@ -99,7 +100,8 @@ svg text{font:11px system-ui,sans-serif;fill:#444}
 .bar{fill:#34699a} .bar-nan{fill:#8e44ad} .time{fill:#7fa7cf}
 .stage-done{color:#1e7b34} .stage-stop{color:#c0392b} .stage-skip{color:#888}
 .chip{display:inline-block;width:14px;height:14px;border-radius:7px;vertical-align:-3px}
-.ladder td,.ladder th{white-space:nowrap} .ladder .cmd{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:460px}
+table.ladder{width:100%} .ladder td,.ladder th{white-space:nowrap}
+.ladder td.cmd-cell{white-space:normal;width:100%} .ladder .cmd{min-width:24em}
 )";
 
 // Errors are counted into the page itself, where a test (or a reader) can see
@@ -173,8 +175,8 @@ void write_map(std::ostringstream& o, const diff::Report& d) {
   }
   o << "<section id=\"map\"><h2>Ranks &times; steps</h2>\n<p>" << ranks << " rank"
     << (ranks == 1 ? "" : "s") << " by steps " << lo << "&ndash;" << hi << "; one row per "
-    << ranks_per_row << " rank" << (ranks_per_row == 1 ? "" : "s") << ", one column per "
-    << steps_per_column << " step" << (steps_per_column == 1 ? "" : "s")
+    << (ranks_per_row == 1 ? "rank" : plural(ranks_per_row, "rank", "ranks")) << ", one column per "
+    << (steps_per_column == 1 ? "step" : plural(steps_per_column, "step", "steps"))
     << ". Each row shows where its earliest rank first diverged and that rank's role; hover or "
        "click a cell.</p>\n";
   o << "<svg id=\"map-svg\" width=\"" << number(left + width + 10, "%.0f") << "\" height=\""
@@ -204,11 +206,16 @@ void write_map(std::ostringstream& o, const diff::Report& d) {
       << "\" width=\"" << number(std::max(col_w, 2.0)) << "\" height=\"" << number(row_h)
       << "\"><title>" << escape(detail) << "</title></rect>\n";
   }
-  // Axes: ranks down the left, steps along the bottom.
-  o << "<text x=\"" << left - 6 << "\" y=\"" << top + 10
-    << "\" text-anchor=\"end\">rank 0</text>\n";
-  o << "<text x=\"" << left - 6 << "\" y=\"" << number(top + height) << "\" text-anchor=\"end\">"
-    << ranks - 1 << "</text>\n";
+  // Axes: ranks down the left (the first and the last; one row, one label:
+  // two would be drawn over each other), steps along the bottom.
+  if (used_rows == 1) {
+    o << "<text x=\"" << left - 6 << "\" y=\"" << number(top + row_h / 2 + 4) << "\" text-anchor=\"end\">"
+      << (ranks == 1 ? "rank 0" : "ranks 0-" + std::to_string(ranks - 1)) << "</text>\n";
+  } else {
+    o << "<text x=\"" << left - 6 << "\" y=\"" << top + 10 << "\" text-anchor=\"end\">rank 0</text>\n";
+    o << "<text x=\"" << left - 6 << "\" y=\"" << number(top + height) << "\" text-anchor=\"end\">"
+      << ranks - 1 << "</text>\n";
+  }
   o << "<text x=\"" << left << "\" y=\"" << number(top + height + 16) << "\">step " << lo
     << "</text>\n";
   o << "<text x=\"" << left + width << "\" y=\"" << number(top + height + 16)
@@ -262,8 +269,8 @@ void write_strip(std::ostringstream& o, const diff::Report& d) {
   }
   std::size_t differing = 0;
   for (const auto& r : d.first_step) differing += r.match != diff::Match::matched;
-  o << "<p>" << d.first_step.size() << " records compared, " << differing
-    << " differing; the first mismatch is outlined";
+  o << "<p>" << plural(static_cast<std::int64_t>(d.first_step.size()), "record", "records") << " compared, "
+    << differing << " differing; the first mismatch is outlined";
   if (f.role == diff::Role::origin)
     o << " (the <span class=\"origin-text\">origin</span>: its inputs match)";
   if (begin > 0 || end < d.first_step.size())
@@ -327,8 +334,8 @@ void write_diff_summary(std::ostringstream& o, const diff::Report& d) {
     << "</code><br>B: <code>" << escape(d.run_b) << "</code></p>\n";
   if (!d.first) {
     o << "<p class=\"verdict\">identical over steps " << d.compared.first_step << "&ndash;"
-      << d.compared.last_step << " on " << d.compared.ranks << " ranks (" << d.compared.records
-      << " records)</p>\n";
+      << d.compared.last_step << " on " << plural(d.compared.ranks, "rank", "ranks") << " ("
+      << plural(static_cast<std::int64_t>(d.compared.records), "record", "records") << ")</p>\n";
   } else {
     const auto& f = *d.first;
     o << "<p class=\"verdict\">diverged at step " << f.step << ", rank " << f.rank << ": <code>"
@@ -340,7 +347,8 @@ void write_diff_summary(std::ostringstream& o, const diff::Report& d) {
     if (!f.a_location.empty()) o << "<p>A: <code>" << escape(f.a_location) << "</code></p>\n";
     if (!f.b_location.empty()) o << "<p>B: <code>" << escape(f.b_location) << "</code></p>\n";
     o << "<p>compared steps " << d.compared.first_step << "&ndash;" << d.compared.last_step
-      << " on " << d.compared.ranks << " ranks, " << d.compared.records << " records</p>\n";
+      << " on " << plural(d.compared.ranks, "rank", "ranks") << ", "
+      << plural(static_cast<std::int64_t>(d.compared.records), "record", "records") << "</p>\n";
   }
   if (!d.header_differences.empty()) {
     o << "<p>header differences (the first suspects):</p><table>\n";
@@ -370,7 +378,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
       << (b.role == "origin" ? "origin-text" : "") << "\">" << escape(b.role) << "</span>, "
       << bisect::basis_name(b.basis) << ")";
   }
-  if (b.verdict == bisect::Verdict::restore) o << ": " << escape(b.state_scope + " " + b.state);
+  if (b.verdict == bisect::Verdict::restore) o << ": " << escape(bisect::state_record(b));
   if (b.input) o << ": " << escape(b.input->scope + " " + b.input->op + " in " + b.input->name);
   o << "</p>\n<p>" << escape(b.reached) << "</p>\n";
   const Stage stages[] = {{"restore", {}},
@@ -393,7 +401,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
     std::string state, css;
     if (std::string_view(s.name) == "restore") {
       if (b.verdict == bisect::Verdict::restore)
-        state = "the restored state differs: " + b.state_scope + " " + b.state, css = "stage-stop";
+        state = "the restored state differs: " + bisect::state_record(b), css = "stage-stop";
       else if (b.verdict == bisect::Verdict::diverged_earlier)
         state = "the runs already differ before this step", css = "stage-stop";
       else if (b.verdict == bisect::Verdict::fast_forward)
@@ -431,8 +439,8 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
         << escape(r->stage) << " " << r->side
         << "</td><td><svg width=\"124\" height=\"10\"><rect class=\"time\" x=\"0\" y=\"1\" width=\""
         << number(std::max(bar, 1.0)) << "\" height=\"8\"/></svg> " << number(r->seconds)
-        << " s</td><td>" << escape(r->outcome) << "</td><td><code class=\"cmd\">" << escape(quoted)
-        << "</code></td></tr>\n";
+        << " s</td><td>" << escape(r->outcome) << "</td><td class=\"cmd-cell\"><code class=\"cmd\">"
+        << escape(quoted) << "</code></td></tr>\n";
     }
   }
   o << "</table>\n";
@@ -450,13 +458,22 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
   o << "</section>\n";
 }
 
+// A count that fits above a histogram bar (its exact value is in the bar's title).
+std::string short_count(std::uint64_t count) {
+  if (count < 10000) return std::to_string(count);
+  if (count < 1000000) return number(static_cast<double>(count) / 1e3, "%.0fk");
+  return number(static_cast<double>(count) / 1e6, "%.1fM");
+}
+
 void write_evidence(std::ostringstream& o, const bisect::Evidence& e) {
   o << "<section id=\"evidence\"><h2>Evidence: output <code>" << escape(e.output) << "</code> ("
     << escape(e.dtype) << ")</h2>\n<p>" << escape(e.reading) << "</p>\n";
   o << "<table><tr><th></th><th>A</th><th>B</th></tr><tr><td>NaN</td><td>" << e.nan_a << "</td><td>"
     << e.nan_b << "</td></tr><tr><td>Inf</td><td>" << e.inf_a << "</td><td>" << e.inf_b
     << "</td></tr></table>\n";
-  o << "<p>" << e.elements_differing << " of " << e.elements << " elements differ; max "
+  o << "<p>" << e.elements_differing << " of "
+    << plural(static_cast<std::int64_t>(e.elements), "element", "elements")
+    << (e.elements_differing == 1 ? " differs" : " differ") << "; max "
     << (e.max_ulp ? std::to_string(*e.max_ulp) : std::string("-")) << " ulp, max |difference| "
     << number(e.max_abs_difference, "%.3g") << "</p>\n";
   // Histogram of the differing elements by distance in ulp (power-of-two buckets).
@@ -488,10 +505,12 @@ void write_evidence(std::ostringstream& o, const bisect::Evidence& e) {
           << (nan ? " with a NaN on either side" : " " + bars[i].first + " ulp apart")
           << "</title></rect>\n";
         o << "<text x=\"" << number(x) << "\" y=\"" << number(chart_h - h + 10) << "\">"
-          << bars[i].second << "</text>\n";
+          << short_count(bars[i].second) << "</text>\n";
       }
-      // The bucket's lower bound (its range is in the bar's title): "1024-2047" would not fit.
-      const std::string label = bars[i].first.substr(0, bars[i].first.find('-'));
+      // The bucket's lower bound (its range is in the bar's title): "1024-2047" would not fit,
+      // and from 2^17 on, neither would the bound's digits beside the next bar's.
+      std::string label = bars[i].first.substr(0, bars[i].first.find('-'));
+      if (!nan && i >= 17) label = "2^" + std::to_string(i);
       o << "<text x=\"" << number(x) << "\" y=\"" << chart_h + 28 << "\">" << escape(label)
         << "</text>\n";
     }
@@ -501,9 +520,9 @@ void write_evidence(std::ostringstream& o, const bisect::Evidence& e) {
   if (!e.outputs.empty()) {
     std::map<std::string, std::size_t> distinct;
     for (const auto& out : e.outputs) distinct.emplace(out.fingerprint, distinct.size());
-    o << "<p>" << e.distinct_outputs << " distinct output" << (e.distinct_outputs == 1 ? "" : "s")
-      << " in " << e.repetitions
-      << " repetitions per side:</p><table id=\"repetitions\"><tr><th>side</th><th>repetition</th>"
+    o << "<p>" << plural(e.distinct_outputs, "distinct output", "distinct outputs") << " in "
+      << plural(e.repetitions, "repetition", "repetitions")
+      << " per side:</p><table id=\"repetitions\"><tr><th>side</th><th>repetition</th>"
       << "<th>output</th><th>fingerprint</th></tr>\n";
     for (const auto& out : e.outputs) {
       const std::size_t k = distinct[out.fingerprint];
@@ -531,18 +550,38 @@ void write_commands(std::ostringstream& o, const diff::Report* d, const bisect::
   }
 }
 
+// The page's title and heading: what was found, named as the text report
+// names it (verdict, scope, op, the call, step, rank), so the first line a
+// reader sees answers the question.
+std::string page_title(const diff::Report* d, const bisect::Report* b) {
+  const auto at = [](std::int64_t step, std::int32_t rank) {
+    return " at step " + std::to_string(step) + ", rank " + std::to_string(rank);
+  };
+  if (b) {
+    std::string t = "dtrace bisect: ";
+    if (b->nothing_to_bisect) return t + "nothing to bisect, the runs are identical";
+    t += bisect::verdict_name(b->verdict);
+    if (b->verdict == bisect::Verdict::named) {
+      t += " " + b->scope + " " + b->op;
+      if (b->calls > 1) {
+        t += " (call " + std::to_string(b->occurrence + 1) + " of " + std::to_string(b->calls) + ")";
+      }
+    } else if (b->verdict == bisect::Verdict::restore) {
+      t += " " + bisect::state_record(*b);
+    }
+    return t + at(b->step, b->rank);
+  }
+  if (d && d->first) {
+    return "dtrace diff: diverged" + at(d->first->step, d->first->rank) + ": " + where(*d->first);
+  }
+  return "dtrace diff: identical";
+}
+
 }  // namespace
 
 std::string divergence_html(const diff::Report* d, const bisect::Report* b) {
   std::ostringstream o;
-  std::string title = "dtrace: ";
-  if (b)
-    title += std::string(bisect::verdict_name(b->verdict)) + " at step " + std::to_string(b->step);
-  else if (d && d->first)
-    title += "diverged at step " + std::to_string(d->first->step) + ", rank " +
-             std::to_string(d->first->rank);
-  else
-    title += "identical";
+  const std::string title = page_title(d, b);
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" << escape(title)
     << "</title>\n<style>" << kStyle << "</style></head>\n<body data-js-errors=\"0\">\n"
     << kErrorScript;

@@ -76,6 +76,10 @@ json_is culprit.scope '"fwd/layer.1"'
 json_is culprit.role '"origin"'
 json_is culprit.step 0
 json_true 'd["evidence"]["distinct_outputs"] >= 2'
+# The reading is judged against the gemm's captured inputs too, read from the
+# C API's capture: a reordered reduction.
+json_true 'd["evidence"]["input_magnitude"] > 0 and d["evidence"]["magnitude"] in ("inputs", "output")'
+json_true '"reduction order" in d["evidence"]["reading"]'
 json_true 'all(r["exit"] == 0 for r in d["replays"])'
 
 # The example of dtrace-recorder(3), as printed there, and its walkthrough.

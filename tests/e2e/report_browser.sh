@@ -71,6 +71,9 @@ grep -qF 'id="histogram"' dom.html || fail "no ulp histogram"
 grep -qF 'id="repetitions"' dom.html || fail "no outputs per repetition"
 grep -qF 'DTRACE_ISOLATE=' dom.html || fail "no replay command"
 [ "$(origin_cell_role dom.html "$origin")" = origin ] || fail "bisect's page: rank $origin's cell is not origin"
+# Read at 1400x1000, as report_reading reads a run of one rank.
+reads_well "$WORK/bisect.html" named "rank $origin"
+reads_well "$WORK/diff.html" diverged "rank $origin"
 screenshot "$WORK/bisect.html" bisect.png
 not_blank bisect.png '#c0392b'
 
