@@ -51,9 +51,14 @@ assert got == [("batch.ids", [4]), ("batch.mask", [4]), ("batch.0", [2]), ("batc
 PY
 
 # Identical runs: nothing differs at step 2, but a replay restores no sampler.
+# Without --rank, bisect reads the runs, finds them identical and replays
+# nothing; with it, it replays the step and says the replay's data differ.
 ex --steps 4 --nondet data-unsaved --run-dir c --checkpoint-dir ckpt-c --checkpoint-every 2
 run_dtrace 0 diff a c
 run_dtrace 1 bisect --trust --repeat 1 --step 2 --json a c
+json_is verdict '"not-reproduced"'
+json_true 'd["replays"] == [] and d["reached"].startswith("nothing to bisect")'
+run_dtrace 1 bisect --trust --repeat 1 --step 2 --rank 0 --json a c
 json_is verdict '"not-reproduced"'
 json_is input null
 python3 - "$OUT" <<'PY' || fail "bisect's notes lack the replay's data"
