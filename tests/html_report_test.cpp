@@ -173,6 +173,17 @@ TEST_CASE("the title names what was found, and the page's counts agree with thei
   b.state = "b1";
   CHECK(divergence_html(nullptr, &b).find("<h1>dtrace bisect: restore step momentum b1 at step 5, rank 1</h1>") !=
         std::string::npos);
+  b.verdict = dtrace::bisect::Verdict::data;
+  b.input = dtrace::bisect::DataDifference{"step", "batch", "batch.0", 0};
+  CHECK(divergence_html(nullptr, &b).find("<h1>dtrace bisect: data step batch in batch.0 at step 5, rank 1</h1>") !=
+        std::string::npos);
+  b.input.reset();
+  b.verdict = dtrace::bisect::Verdict::fast_forward;
+  b.departed = dtrace::bisect::EarlierDivergence{3, 1, "step grads out w", "dtrace bisect --trust --step 3 a b"};
+  b.departed_side = 'B';
+  CHECK(divergence_html(nullptr, &b).find(
+            "<h1>dtrace bisect: fast-forward at step 5, rank 1: step 3 departed from run B</h1>") != std::string::npos);
+  b.departed.reset();
   b.nothing_to_bisect = true;
   b.verdict = dtrace::bisect::Verdict::not_reproduced;
   CHECK(divergence_html(nullptr, &b).find("<h1>dtrace bisect: nothing to bisect, the runs are identical</h1>") !=

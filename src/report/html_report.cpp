@@ -568,6 +568,12 @@ std::string page_title(const diff::Report* d, const bisect::Report* b) {
       }
     } else if (b->verdict == bisect::Verdict::restore) {
       t += " " + bisect::state_record(*b);
+    } else if (b->verdict == bisect::Verdict::data && b->input) {
+      t += " " + b->input->scope + " " + b->input->op + " in " + b->input->name;
+    } else if (b->verdict == bisect::Verdict::fast_forward && b->departed) {
+      // The step to bisect next, which the replay departed at.
+      return t + at(b->step, b->rank) + ": step " + std::to_string(b->departed->step) + " departed from run " +
+             std::string(1, b->departed_side);
     }
     return t + at(b->step, b->rank);
   }
