@@ -70,6 +70,7 @@ if [ "$(cat "$root/.dtrace-torch2" 2>/dev/null)" != "$stamp" ]; then
     { tail -n 20 "$root.new.log" >&2; echo "$0: debootstrap failed (log: $root.new.log)" >&2; exit 1; }
   t1=$(date +%s)
   # apt in the root needs /proc for some maintainer scripts; a private namespace again.
+  # shellcheck disable=SC2016 # expanded by the inner shell
   unshare --mount sh -c 'mount --rbind /proc "$1/proc" && mount --rbind /dev "$1/dev" &&
     cp /etc/resolv.conf "$1/etc/resolv.conf" &&
     chroot "$1" env DEBIAN_FRONTEND=noninteractive sh -c "apt-get update -qq &&

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds dtrace and runs the whole test suite (unit and end-to-end), then builds
+# Builds dtrace and runs the whole test suite (unit and end-to-end), and its
+# Python tests again on torch 2.x (tools/setup-torch2.sh), then builds
 # it again with AddressSanitizer and UndefinedBehaviorSanitizer in BUILD_DIR-asan
 # and runs the suite there too. Warnings are errors in both builds
 # (-Dwerror=true, passed here rather than as a default option, so that a user's
 # or a packager's build is not failed by an optimizer's false positive).
 #   tools/test.sh [--plain|--asan] [--release] [BUILD_DIR]      (default: build)
-#   --plain    only the ordinary build (no sanitizers)
+#   --plain    only the ordinary build and the torch 2.x pass (no sanitizers)
 #   --asan     only the sanitizer build
 #   --release  make the ordinary build a release build (-Dbuildtype=release),
 #              as CI does, so a release build is compiled and tested too
@@ -53,7 +54,8 @@ if [ "$plain" = 1 ]; then
       echo "test.sh: the torch 2.x pass needs root (chroot); left out" >&2
     else
       torch2=$(tools/setup-torch2.sh --lib "$build/src/capi/libdtrace.so")
-      export DTRACE_TORCH2_BINDS="$(pwd -P):$(cd "$build" && pwd -P)"
+      DTRACE_TORCH2_BINDS="$(pwd -P):$(cd "$build" && pwd -P)"
+      export DTRACE_TORCH2_BINDS
       # A pass that ran the host's torch again would pass and test nothing new:
       # torch 2, and sys.executable (the interpreter a replay command names)
       # the root's python, so that dtrace's replays run in the root too.
