@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The recorder's C API from Python through ctypes (Debian's /usr/bin/python3,
-# where a PyTorch binding runs): tests/capi/recorder_smoke.py opens a recorder,
+# where a PyTorch binding runs, or TORCH_PYTHON as in torch-lib.sh: the Debian 13
+# root's, tools/test.sh's second pass): tests/capi/recorder_smoke.py opens a recorder,
 # records a step, closes it, and checks that bad calls give codes and messages;
 # `dtrace check` certifies the log it wrote, the digest it computed with
 # dtrace_fingerprint_host is the one logged, and its exit left rank0.status
@@ -16,7 +17,7 @@ case "$needed" in
   *libasan*) preload=$(echo "$needed" | awk '/libasan|libubsan/ {printf "%s:", $3}') ;;
 esac
 LD_PRELOAD="$preload" ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
-  /usr/bin/python3 "$SOURCE_ROOT/tests/capi/recorder_smoke.py" "$lib" "$WORK/run" >"$OUT" 2>"$ERR" ||
+  "${TORCH_PYTHON:-/usr/bin/python3}" "$SOURCE_ROOT/tests/capi/recorder_smoke.py" "$lib" "$WORK/run" >"$OUT" 2>"$ERR" ||
   fail "recorder_smoke.py"
 digest=$(sed -n 's/.*digest \([0-9a-f]*\)$/\1/p' "$OUT")
 [ -n "$digest" ] || fail "no digest printed"

@@ -1,8 +1,9 @@
 # Shared by the PyTorch end-to-end tests (sourced): lib.sh's assertions plus the
 # example workload tools/torch/gpt_moe.py run by Debian's python3 with the
 # dtrace_torch package of the build tree (PYTHONPATH=build/python, the one
-# variable docs/torch.md names). Skips (status 77) when that python has no torch,
-# and fails under CI (lib.sh's skip).
+# variable docs/torch.md names). TORCH_PYTHON names another python: tools/test.sh
+# runs the suite again with the Debian 13 root's (torch 2.x, tools/setup-torch2.sh).
+# Skips (status 77) when that python has no torch, and fails under CI (lib.sh's skip).
 . "$(dirname "$0")/lib.sh"
 : "${SOURCE_ROOT:?}" "${BUILD_ROOT:?}"
 PYTHON=${TORCH_PYTHON:-/usr/bin/python3}

@@ -10,9 +10,11 @@ site="$WORK/root$PYTHON_DIR"
 [ -f "$site/dtrace_torch/__init__.py" ] || fail "dtrace_torch not installed in $PYTHON_DIR"
 case "$LIBDIR" in /*) libdir="$LIBDIR" ;; *) libdir="$PREFIX/$LIBDIR" ;; esac
 grep -q "LIBDTRACE = \"$libdir/libdtrace.so.0\"" "$site/dtrace_torch/_paths.py" || fail "installed _paths.py: $(cat "$site/dtrace_torch/_paths.py")"
+# The site directory meson chose by default is /usr/bin/python3's (meson_options.txt),
+# whatever python the test runs (TORCH_PYTHON: another Python version).
 case "$PREFIX" in /usr | /usr/local)
-  "$PYTHON" -c 'import sys; sys.exit(0 if any(p.rstrip("/") == sys.argv[1] for p in sys.path) else 1)' "$PYTHON_DIR" \
-    || fail "$PYTHON_DIR is not on $PYTHON's sys.path: the installed package would not import" ;;
+  /usr/bin/python3 -c 'import sys; sys.exit(0 if any(p.rstrip("/") == sys.argv[1] for p in sys.path) else 1)' "$PYTHON_DIR" \
+    || fail "$PYTHON_DIR is not on /usr/bin/python3's sys.path: the installed package would not import" ;;
 esac
 head -c 100003 /dev/urandom >bytes.bin
 got=$(env -u PYTHONPATH LD_LIBRARY_PATH="$WORK/root$libdir" PYTHONPATH="$site" "$PYTHON" -c '
