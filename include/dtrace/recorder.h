@@ -179,7 +179,8 @@ int dtrace_recorder_level(const dtrace_recorder* recorder, int32_t* level);
 
 /* *wanted = 1 when a record of `level` made now, in the current scope, would be
  * written: level <= the level in force, a kernel-level record inside
- * DTRACE_SCOPE, and the step (if one is open) not fast-forwarded. 0 otherwise:
+ * DTRACE_SCOPE, and the step (if one is open) not fast-forwarded (under
+ * DTRACE_FAST_FORWARD=step, a fast-forwarded step wants its step level). 0 otherwise:
  * the program may skip computing it. */
 int dtrace_recorder_wants(const dtrace_recorder* recorder, int32_t level, int32_t* wanted);
 
@@ -254,8 +255,10 @@ int dtrace_recorder_end_step(dtrace_recorder* recorder);
 /* Fast-forward: steps begun before `until_step` run without recording (their
  * begin, records and end are accepted and dropped, and wants() says 0), so a
  * program restoring a checkpoint older than the step it must replay runs the
- * steps between with its recording code unchanged. Steps from until_step on
- * are recorded. Under DTRACE_REPLAY_STEP=N the recorder starts with
+ * steps between with its recording code unchanged. Under
+ * DTRACE_FAST_FORWARD=step (which dtrace bisect sets) their step-level records
+ * are kept, and the rest dropped, so that bisect can check each against the
+ * run. Steps from until_step on are recorded. Under DTRACE_REPLAY_STEP=N the recorder starts with
  * until_step = N; -1 records every step. Takes effect at the next begin_step. */
 int dtrace_recorder_fast_forward(dtrace_recorder* recorder, int64_t until_step);
 
