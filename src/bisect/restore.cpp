@@ -2,6 +2,7 @@
 // state the run recorded there, or everything after it is noise.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "bisect/session.hpp"
 #include "diff/diff.hpp"
@@ -153,34 +154,49 @@ Result<bool> fast_forward_departed(Session& s, const Side& side, const std::stri
   Report& rep = s.report;
   auto replayed = load_steps(replay_out, rep.rank);
   if (!replayed) return replayed.error();
+  std::map<std::int64_t, const log::Step*> forwarded;  // the replay's steps before N, by number
   for (const log::Step& step : replayed->steps) {
-    if (step.step >= rep.step) break;
-    auto recorded = load_step(side.run, rep.rank, step.step);
-    if (!recorded) return recorded.error();
-    if (!*recorded) continue;  // the run does not hold it (it resumed later): nothing to check against
-    const log::Record* r = first_unreproduced(step, (*recorded)->step);
-    if (r == nullptr) continue;
-    EarlierDivergence departed;
-    departed.step = step.step;
-    departed.rank = rep.rank;
-    departed.record = std::string(r->scope) + " " + std::string(r->op) + " " +
-                      (r->io == log::Io::other ? std::string(r->io_text) : std::string(log::io_name(r->io))) +
-                      " " + std::string(r->name);
-    departed.command = bisect_command(s.options, step.step);
-    rep.verdict = Verdict::fast_forward;
-    rep.departed = departed;
-    rep.departed_side = side.name;
-    const std::string first = std::to_string(replayed->steps.front().step);
-    rep.reached = "restore check: replaying run " + std::string(1, side.name) + " at step " +
-                  std::to_string(rep.step) + " restored step " + first + " and fast-forwarded, and step " +
-                  std::to_string(step.step) + " came out otherwise than the run recorded it (" + departed.record +
-                  "): a step between the checkpoint and step " + std::to_string(rep.step) +
-                  " is not deterministic, so step " + std::to_string(rep.step) +
-                  "'s state cannot be reproduced from the checkpoint; bisect step " + std::to_string(step.step) +
-                  ": " + departed.command;
-    return true;
+    if (step.step < rep.step) forwarded.emplace(step.step, &step);
   }
-  return false;
+  if (forwarded.empty()) return false;
+  // The run read once, until each forwarded step has been met (a rank's steps
+  // may sit in any order, dtrace-fp(5)): a load_step per step would read it
+  // from its start each time, K times for a checkpoint every K steps.
+  auto reader = log::RunReader::open(side.run);
+  if (!reader) return reader.error();
+  std::optional<EarlierDivergence> first;  // the earliest step that departed
+  std::size_t met = 0;
+  while (met < forwarded.size()) {
+    auto next = (*reader)->next();
+    if (!next) return next.error();
+    if (!*next) break;  // steps the run does not hold (it resumed later): nothing to check them against
+    const log::Step& recorded = **next;
+    if (recorded.rank != rep.rank || recorded.status != log::StepStatus::complete) continue;
+    const auto it = forwarded.find(recorded.step);
+    if (it == forwarded.end()) continue;
+    ++met;
+    if (first && first->step < recorded.step) continue;
+    const log::Record* r = first_unreproduced(*it->second, recorded);
+    if (r == nullptr) continue;
+    first = EarlierDivergence{};
+    first->step = recorded.step;
+    first->rank = rep.rank;
+    first->record = std::string(r->scope) + " " + std::string(r->op) + " " +
+                    (r->io == log::Io::other ? std::string(r->io_text) : std::string(log::io_name(r->io))) +
+                    " " + std::string(r->name);
+  }
+  if (!first) return false;
+  first->command = bisect_command(s.options, first->step);
+  rep.verdict = Verdict::fast_forward;
+  rep.departed = first;
+  rep.departed_side = side.name;
+  const std::string n = std::to_string(rep.step), k = std::to_string(first->step);
+  rep.reached = "restore check: replaying run " + std::string(1, side.name) + " at step " + n + " restored step " +
+                std::to_string(forwarded.begin()->first) + " and fast-forwarded, and step " + k +
+                " came out otherwise than the run recorded it (" + first->record +
+                "): a step between the checkpoint and step " + n + " is not deterministic, so step " + n +
+                "'s state cannot be reproduced from the checkpoint; bisect step " + k + ": " + first->command;
+  return true;
 }
 
 void set_state(Report& report, const StateRecord& state) {

@@ -29,6 +29,16 @@ out_has "bisect there: dtrace bisect --trust --step 2 a b"
 out_lacks "restore: the step-start state differs"
 err_has "restored step 2 and fast-forwarded"
 
+# From a checkpoint 3 steps back (step 0, every 4): of the three steps
+# fast-forwarded, the earliest that departed is named.
+mt --steps 5 --level step --nondet splitk --checkpoint-every 4 --checkpoint-dir ck-c --out c
+mt --steps 5 --level step --nondet splitk --checkpoint-every 4 --checkpoint-dir ck-d --out d
+run_dtrace 1 bisect --trust --json --step 3 c d
+json_is verdict '"fast-forward"'
+json_is departed.step 0
+json_is departed.command '"dtrace bisect --trust --step 0 c d"'
+json_true '"restored step 0 and fast-forwarded, and step 0 came out otherwise" in d["reached"]'
+
 # A replay from a checkpoint at the step itself fast-forwards nothing.
 run_dtrace 0 bisect --trust --json --step 2 a b
 json_is verdict '"named"'
