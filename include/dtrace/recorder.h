@@ -129,6 +129,10 @@ void dtrace_run_options_init(dtrace_run_options* options);
 /* Opens the recorder of one rank, reading the replay request from the process
  * environment (the DTRACE_* variables of dtrace-fp(5); an empty variable
  * counts as unset). Where the log goes:
+ *   - DTRACE_OUT_DIR=dir (bisect sets it for every replay): dir/rank<r>.jsonl,
+ *     and the rank's status dir/rank<r>.status, which the library keeps
+ *     ("running PID STEP SEQ", then "exit CODE TIME" from an exit handler;
+ *     dtrace-recorder(3), "Several processes");
  *   - DTRACE_OUT=file: that file, shared by every handle of this process
  *     (an existing empty file is replaced, one with content refused);
  *   - DTRACE_REPLAY_STEP or DTRACE_ISOLATE without DTRACE_OUT: nowhere;
