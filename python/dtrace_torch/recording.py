@@ -394,8 +394,9 @@ class Recorder:
             items = []
             for p, s in self.optimizer.state.items():
                 pname = self._param_names.get(id(p), f"param{id(p)}")
-                for key, value in s.items():
-                    items.append((f"{pname}.{key}", _as_tensor(value)))
+                # The state_dict rule (records.state_values): SGD without
+                # momentum keeps momentum_buffer None, which holds nothing.
+                items += [(key, _as_tensor(value)) for key, value in state_values(pname, s)]
             sink.tensors_(lvl, "optim", st, items)
         rng = [("torch.cpu", torch.get_rng_state())]
         if torch.cuda.is_available() and torch.cuda.is_initialized():
