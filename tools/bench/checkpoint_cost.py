@@ -29,29 +29,18 @@ import time
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "torch"))
-import gpt_moe  # noqa: E402
-import dtrace_torch as dt  # noqa: E402
+import dtrace_torch as dt
+import torch_example
 
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--width", type=int, default=128)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--batch", type=int, default=16)
+    torch_example.add_options(p)
     p.add_argument("--every", default="1,10,100", help="checkpoint intervals K to measure")
     p.add_argument("--steps", type=int, default=200, help="steps per block")
     p.add_argument("--blocks", type=int, default=3, help="blocks per arm")
-    p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    with open(gpt_moe.CORPUS, "rb") as f:
-        data = torch.tensor(list(f.read()), dtype=torch.int64)
-    model = gpt_moe.GPT(d=args.width, layers=args.layers)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batches = gpt_moe.Batches(data, args.batch, 32, 0, "cpu")
+    model, optimizer, batches = torch_example.build(args)
 
     step_cpu, save_cpu, save_wall = [], [], []
 
