@@ -750,3 +750,34 @@ TEST_CASE("bisect's replay seam: trouble from the runner is an error naming the 
   REQUIRE(!r);
   CHECK(r.error().message == "replay of run A (layer) failed: exit 3; its stderr ends with:\nboom");
 }
+
+TEST_CASE("the restore and data checks match a record's repeats by occurrence", "[bisect]") {
+  // Two state records of one scope, op and name (a parameter restored twice,
+  // two micro-batches): each is compared with the replay's record of the same
+  // occurrence, not with the first of its name.
+  auto record = [](const char* op, dtrace::log::Io io, std::uint64_t digest) {
+    dtrace::log::Record r;
+    r.scope = "step";
+    r.op = op;
+    r.io = io;
+    r.name = "b1";
+    r.dtype = "f32";
+    r.digest = dtrace::log::Digest::from_u64(digest);
+    return r;
+  };
+  using dtrace::log::Io;
+  dtrace::log::Step run, replay;
+  run.records = {record("param", Io::state, 1), record("param", Io::state, 2), record("batch", Io::in, 3),
+                 record("batch", Io::in, 4)};
+  replay.records = run.records;
+  CHECK_FALSE(dtrace::bisect::first_state_difference(replay, run));
+  CHECK_FALSE(dtrace::bisect::first_input_difference(replay, run, true));
+  replay.records[1].digest = dtrace::log::Digest::from_u64(5);
+  replay.records[3].digest = dtrace::log::Digest::from_u64(6);
+  const auto state = dtrace::bisect::first_state_difference(replay, run);
+  REQUIRE(state);
+  CHECK(state->op == "param");
+  const auto input = dtrace::bisect::first_input_difference(replay, run, true);
+  REQUIRE(input);
+  CHECK(input->occurrence == 1);
+}

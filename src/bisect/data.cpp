@@ -5,7 +5,6 @@
 // sampler's position or shuffle, an augmentation's generator), which no replay
 // of the step can localize, and which replays restoring the same wrong data
 // would otherwise report as not reproduced.
-#include <map>
 
 #include "bisect/session.hpp"
 #include "diff/align.hpp"
@@ -18,15 +17,6 @@ namespace {
 std::string n(std::int64_t v) { return std::to_string(v); }
 
 bool consumed(const log::Record& r) { return diff::consumed_by_step(r.scope, log::io_name(r.io)); }
-
-std::string key(const log::Record& r) {
-  return std::string(r.scope) + '\n' + std::string(r.op) + '\n' + std::string(r.name);
-}
-
-bool same_value(const log::Record& x, const log::Record& y) {
-  return x.digest == y.digest && x.dtype == y.dtype &&
-         std::equal(x.shape.begin(), x.shape.end(), y.shape.begin(), y.shape.end());
-}
 
 DataDifference describe(const log::Record& r, int occurrence) {
   return {std::string(r.scope), std::string(r.op), std::string(r.name), occurrence};
@@ -45,21 +35,9 @@ std::optional<DataDifference> first_input_difference(const log::Step& a, const l
     if (!consumed(r)) return std::nullopt;
     return describe(r, diff::occurrence_of(side, index));
   }
-  std::map<std::string, std::vector<const log::Record*>> have;
-  for (const log::Record& r : a.records) {
-    if (consumed(r)) have[key(r)].push_back(&r);
-  }
-  std::map<std::string, int> seen;
-  for (const log::Record& r : b.records) {
-    if (!consumed(r)) continue;
-    const int occurrence = seen[key(r)]++;
-    const auto it = have.find(key(r));
-    if (it == have.end() || static_cast<int>(it->second.size()) <= occurrence ||
-        !same_value(*it->second[static_cast<std::size_t>(occurrence)], r)) {
-      return describe(r, occurrence);
-    }
-  }
-  return std::nullopt;
+  const auto d = first_picked_difference(a, b, consumed);
+  if (!d) return std::nullopt;
+  return describe(*d->record, d->occurrence);
 }
 
 bool runs_consumed_different_data(Session& s) {

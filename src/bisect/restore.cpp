@@ -11,20 +11,10 @@ namespace dtrace::bisect {
 
 namespace {
 
-std::string state_key(const log::Record& r, int occurrence) {
+// A picked record's identity: scope, op and name, and which of those it is.
+std::string picked_key(const log::Record& r, int occurrence) {
   return std::string(r.scope) + '\n' + std::string(r.op) + '\n' + std::string(r.name) + '\n' +
          std::to_string(occurrence);
-}
-
-std::map<std::string, const log::Record*> state_records(const log::Step& step) {
-  std::map<std::string, int> seen;
-  std::map<std::string, const log::Record*> out;
-  for (const log::Record& r : step.records) {
-    if (r.io != log::Io::state) continue;
-    const std::string base = state_key(r, 0);
-    out[state_key(r, seen[base]++)] = &r;
-  }
-  return out;
 }
 
 // A word as a POSIX shell reads it back: quoted only when it needs to be.
@@ -181,9 +171,7 @@ Result<bool> fast_forward_departed(Session& s, const Side& side, const std::stri
     first = EarlierDivergence{};
     first->step = recorded.step;
     first->rank = rep.rank;
-    first->record = std::string(r->scope) + " " + std::string(r->op) + " " +
-                    (r->io == log::Io::other ? std::string(r->io_text) : std::string(log::io_name(r->io))) +
-                    " " + std::string(r->name);
+    first->record = log::describe(*r);
   }
   if (!first) return false;
   first->command = bisect_command(s.options, first->step);
@@ -205,20 +193,32 @@ void set_state(Report& report, const StateRecord& state) {
   report.state = state.name;
 }
 
-std::optional<StateRecord> first_state_difference(const log::Step& replayed, const log::Step& recorded) {
-  const auto have = state_records(replayed);
-  // In the recorded step's own order: the first state the replay got wrong.
+std::optional<PickedDifference> first_picked_difference(const log::Step& replayed, const log::Step& recorded,
+                                                        const std::function<bool(const log::Record&)>& pick) {
+  std::map<std::string, const log::Record*> have;
   std::map<std::string, int> seen;
+  for (const log::Record& r : replayed.records) {
+    if (pick(r)) have[picked_key(r, seen[picked_key(r, 0)]++)] = &r;
+  }
+  // In the recorded step's own order: the first such record the replay got wrong.
+  seen.clear();
   for (const log::Record& r : recorded.records) {
-    if (r.io != log::Io::state) continue;
-    const std::string base = state_key(r, 0);
-    auto it = have.find(state_key(r, seen[base]++));
+    if (!pick(r)) continue;
+    const int occurrence = seen[picked_key(r, 0)]++;
+    auto it = have.find(picked_key(r, occurrence));
     if (it == have.end() || it->second->digest != r.digest || it->second->dtype != r.dtype ||
         !std::equal(r.shape.begin(), r.shape.end(), it->second->shape.begin(), it->second->shape.end())) {
-      return StateRecord{std::string(r.scope), std::string(r.op), std::string(r.name)};
+      return PickedDifference{&r, occurrence};
     }
   }
   return std::nullopt;
+}
+
+std::optional<StateRecord> first_state_difference(const log::Step& replayed, const log::Step& recorded) {
+  const auto d =
+      first_picked_difference(replayed, recorded, [](const log::Record& r) { return r.io == log::Io::state; });
+  if (!d) return std::nullopt;
+  return StateRecord{std::string(d->record->scope), std::string(d->record->op), std::string(d->record->name)};
 }
 
 }  // namespace dtrace::bisect

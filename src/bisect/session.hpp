@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -164,6 +165,16 @@ Result<bool> fast_forward_departed(Session& session, const Side& side, const std
 // disagree (a state record present in `recorded` but missing in `replayed`
 // counts), by identity; nullopt when they agree.
 std::optional<StateRecord> first_state_difference(const log::Step& replayed, const log::Step& recorded);
+// The rule both it and the data check (first_input_difference) compare by: the
+// first record of `recorded` that `pick` selects and that `replayed` does not
+// hold alike (missing, or another digest, dtype or shape), matched by scope,
+// op, name and occurrence among the picked records; with that occurrence.
+struct PickedDifference {
+  const log::Record* record = nullptr;
+  int occurrence = 0;
+};
+std::optional<PickedDifference> first_picked_difference(const log::Step& replayed, const log::Step& recorded,
+                                                        const std::function<bool(const log::Record&)>& pick);
 // Sets the report's restore state record (state, state_scope, state_op).
 void set_state(Report& report, const StateRecord& state);
 

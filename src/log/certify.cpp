@@ -87,11 +87,6 @@ bool same_identity(const Record& a, const Record& b) {
          a.name == b.name;
 }
 
-std::string describe(const Record& r) {
-  return std::string(r.scope) + " " + std::string(r.op) + " " +
-         std::string(r.io == Io::other ? r.io_text : io_name(r.io)) + " " + std::string(r.name);
-}
-
 // Collects violations, listing at most kMaxListed of each kind.
 class Collector {
  public:

@@ -172,4 +172,9 @@ nlohmann::json to_json(const Record& r) {
   return j;
 }
 
+std::string describe(const Record& r) {
+  return std::string(r.scope) + " " + std::string(r.op) + " " +
+         std::string(r.io == Io::other ? r.io_text : io_name(r.io)) + " " + std::string(r.name);
+}
+
 }  // namespace dtrace::log

@@ -62,6 +62,8 @@ struct Record {
 
 // The record as a JSON object with the contract's field names (for reports).
 nlohmann::json to_json(const Record& record);
+// "scope op io name": how reports and messages name a record.
+std::string describe(const Record& record);
 
 // One file's header record.
 struct Header {
