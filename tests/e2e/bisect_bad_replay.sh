@@ -98,7 +98,10 @@ os.execv(sys.argv[1], sys.argv[1:])' "$DTRACE" bisect --replay "$WORK/fake/$name
   local dtrace_pid=$!
   if [ -n "$signal" ]; then
     local waited=0
-    while [ ! -e "$MARKS/$name.pid" ]; do
+    # -s, not -e: the file exists as soon as the shell opens it, before its
+    # pid is written; a signal in between killed the workload with its pid
+    # file empty, and the check below then read no pid (seen under load).
+    while [ ! -s "$MARKS/$name.pid" ]; do
       [ "$waited" -lt 600 ] || fail "$name: the workload did not start within 30 s"
       sleep 0.05
       waited=$((waited + 1))
