@@ -129,7 +129,7 @@ PY
 
 # Two ranks under DistributedDataParallel, each with its own batches.
 rm -rf run
-port=$((20000 + RANDOM % 20000))
+port=$(free_port)
 for k in 0 1; do
   RANK=$k LOCAL_RANK=$k WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
     "$PYTHON" record.py >"$WORK/ddp$k.out" 2>"$WORK/ddp$k.err" &

@@ -12,7 +12,7 @@
 
 # launch RANKS DIR ARGS...: the example on RANKS local gloo ranks.
 launch() {
-  local ranks=$1 dir=$2 port=$((20000 + RANDOM % 20000)) pids=() k
+  local ranks=$1 dir=$2 port=$(free_port) pids=() k
   shift 2
   for ((k = 0; k < ranks; k++)); do
     RANK=$k LOCAL_RANK=$k WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \

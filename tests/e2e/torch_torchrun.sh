@@ -11,7 +11,7 @@
 if ! "$PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
   skip "$PYTHON has no torch.distributed.run"
 fi
-TORCHRUN="$PYTHON -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 9:0 --tee 9:0 --no_python"
+TORCHRUN=$(torchrun 2)
 for r in a b; do
   # shellcheck disable=SC2086 # the launcher line is words
   DTRACE_TORCH_LAUNCHER="$TORCHRUN" $TORCHRUN "$PYTHON" "$EXAMPLE" --steps 2 --nondet combine --nondet-rank 1 \
@@ -22,7 +22,7 @@ done
 "$PYTHON" -c '
 import json, sys
 argv = json.loads(open("a/rank1.jsonl").readline())["replay"]["argv"]
-assert argv[1:4] == ["-m", "torch.distributed.run", "--standalone"] and "--no_python" in argv, argv
+assert argv[1:3] == ["-m", "torch.distributed.run"] and "--no_python" in argv, argv
 ' || fail "the replay command is not the torchrun line"
 run_dtrace 1 diff --json a b
 json_is first.step 0

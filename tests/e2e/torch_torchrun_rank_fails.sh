@@ -15,7 +15,7 @@ MP=$SOURCE_ROOT/tests/e2e/multiproc
 "$MP/launch.sh" 3 python3 "$MP/worker.py" --steps 2 --out a --planted 2 || fail "run a"
 "$MP/launch.sh" 3 python3 "$MP/worker.py" --steps 2 --out b --planted 2 || fail "run b"
 run_dtrace 1 diff a b
-TORCHRUN="$PYTHON -m torch.distributed.run --standalone --nproc_per_node 3 --redirects 9:0 --tee 9:0 --no_python"
+TORCHRUN=$(torchrun 3)
 REPLAY="$TORCHRUN $PYTHON $MP/capi_rank.py $BUILD_ROOT/src/capi/libdtrace.so"
 
 MP_EXIT_RANK=1 MP_OWN_STDERR=1 run_dtrace 2 bisect --replay "$REPLAY" --timeout 120 a b

@@ -6,7 +6,7 @@
 # receiver through the gradients' all_reduce (comm/all_reduce).
 . "$(dirname "$0")/torch-lib.sh"
 launch() {
-  local dir=$1 port=$((20000 + RANDOM % 20000)) pids=() k
+  local dir=$1 port=$(free_port) pids=() k
   for k in 0 1; do
     RANK=$k LOCAL_RANK=$k WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$PYTHON" "$EXAMPLE" --steps 1 --level layer --nondet combine --nondet-rank 1 --run-dir "$dir" \
