@@ -386,3 +386,181 @@ TEST_CASE("describe_process reads a zombie's wait status, and kill_exactly signa
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGKILL);
 }
+
+// ---- Replay sessions (dtrace-replay/1.2) ----
+
+namespace {
+
+using dtrace::replay::SessionLaunch;
+
+// A rank serving a session as man/dtrace-fp.5 says, one process per rank
+// (argv[1] its rank), with faults on request: FAIL_AT=K (rank 1 writes
+// "exit 3" in request K's directory and exits 3), DIE_AFTER=K (rank 1 kills
+// itself after answering request K), HANG_AT=K (rank 1 never answers request
+// K), QUIT_AT=K (both ranks exit 0 at request K, answering nothing). Each
+// answer is a file "answer" holding its pid and the request's DTRACE_LEVEL.
+constexpr char kServer[] = R"(
+import json, os, sys, time, signal
+rank, d = int(sys.argv[1]), os.environ["DTRACE_SESSION"]
+at = lambda name: int(os.environ.get(name, "-1"))
+k = 0
+while True:
+    f = f"{d}/request.{k}.json"
+    while not os.path.exists(f): time.sleep(0.01)
+    r = json.load(open(f))
+    if r.get("end"): sys.exit(0)
+    out = r["env"]["DTRACE_OUT_DIR"]
+    status = lambda line: (open(f"{out}/rank{rank}.status.new", "w").write(line + "\n"), os.replace(f"{out}/rank{rank}.status.new", f"{out}/rank{rank}.status"))
+    if k == at("QUIT_AT"): sys.exit(0)
+    status(f"running {os.getpid()} 0 {k}")
+    if rank == 1 and k == at("FAIL_AT"):
+        sys.stderr.write(f"rank 1 cannot serve request {k}\n"); sys.stderr.flush(); status("exit 3"); sys.exit(3)
+    if rank == 1 and k == at("HANG_AT"): time.sleep(1000)
+    open(f"{out}/answer{rank}", "w").write(f"{os.getpid()} {r['env'].get('DTRACE_LEVEL', '')}")
+    status(f"done {os.getpid()} {time.time_ns()}")
+    if rank == 1 and k == at("DIE_AFTER"): os.kill(os.getpid(), signal.SIGKILL)
+    k += 1
+)";
+
+Command session_command(const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  const std::string server = kServer;
+  return Command{{"/bin/sh", "-c", "python3 -c \"$SERVER\" 0 & python3 -c \"$SERVER\" 1 & wait"},
+                 [&] {
+                   auto e = env;
+                   e.emplace_back("SERVER", server);
+                   return e;
+                 }(),
+                 "", 60, ""};
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+// Whether a process named PID (as text) is running now (not a zombie).
+bool pid_runs(const std::string& pid_text) {
+  std::ifstream stat("/proc/" + pid_text + "/stat");
+  std::string skip, state;
+  return static_cast<bool>(stat >> skip >> skip >> state) && state != "Z";
+}
+
+}  // namespace
+
+TEST_CASE("a session serves its requests in one launch, each answered by every rank") {
+  dtrace::test::TempDir dir;
+  auto session = SessionLaunch::start(session_command(), dir / "session", 2);
+  REQUIRE(session.ok());
+  std::vector<std::string> pids;
+  for (const char* level : {"layer", "kernel", "step"}) {
+    const std::string out = dir.path(std::string("req-") + level + "/x");
+    const std::string out_dir = std::filesystem::path(out).parent_path().string();
+    auto outcome = (*session)->request({{"DTRACE_LEVEL", level}, {"DTRACE_OUT_DIR", out_dir}}, out_dir, 30);
+    REQUIRE(outcome.ok());
+    INFO(outcome->describe() << " " << outcome->stderr_tail);
+    REQUIRE(outcome->ok());
+    for (int rank : {0, 1}) {
+      const std::string answer = read_text(out_dir + "/answer" + std::to_string(rank));
+      CHECK(answer.substr(answer.find(' ') + 1) == level);  // the request's variables reached it
+      pids.push_back(answer.substr(0, answer.find(' ')));
+    }
+  }
+  CHECK((*session)->requests() == 3);
+  // The same two processes served all three requests.
+  CHECK(pids[0] != pids[1]);
+  CHECK(pids[2] == pids[0]);
+  CHECK(pids[4] == pids[0]);
+  CHECK(pids[5] == pids[1]);
+  CHECK(pid_runs(pids[0]));
+  (*session)->end();
+  CHECK_FALSE((*session)->serving());
+  CHECK(std::filesystem::exists(dir / "session/request.3.json"));  // the end request
+  CHECK_FALSE(pid_runs(pids[0]));
+  CHECK_FALSE(pid_runs(pids[1]));
+}
+
+TEST_CASE("a session's failed request names the rank, with its session stderr, and ends the session") {
+  dtrace::test::TempDir dir;
+  auto session = SessionLaunch::start(session_command({{"FAIL_AT", "1"}}), dir / "session", 2);
+  REQUIRE(session.ok());
+  const std::string first = dir.path("r0/x"), second = dir.path("r1/x");
+  auto ok = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 30);
+  REQUIRE(ok.ok());
+  REQUIRE(ok->ok());
+  const std::string rank0 = read_text(dir / "r0/answer0");
+  auto failed = (*session)->request({{"DTRACE_OUT_DIR", dir / "r1"}}, dir / "r1", 30);
+  REQUIRE(failed.ok());
+  CHECK_FALSE(failed->ok());
+  REQUIRE_FALSE(failed->faults.empty());
+  CHECK(failed->faults.front().rank == 1);
+  CHECK(failed->faults.front().code == 3);
+  CHECK_FALSE((*session)->serving());
+  // Rank 0 answered and waits for the next request: killed with the session.
+  CHECK_FALSE(pid_runs(rank0.substr(0, rank0.find(' '))));
+  CHECK_FALSE((*session)->request({{"DTRACE_OUT_DIR", dir / "r2"}}, dir / "r2", 30).ok());
+}
+
+TEST_CASE("a session's rank that ends between requests fails the next request") {
+  dtrace::test::TempDir dir;
+  auto session = SessionLaunch::start(session_command({{"DIE_AFTER", "0"}}), dir / "session", 2);
+  REQUIRE(session.ok());
+  dir.path("r0/x");
+  dir.path("r1/x");
+  auto ok = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 30);
+  REQUIRE(ok.ok());
+  REQUIRE(ok->ok());
+  auto failed = (*session)->request({{"DTRACE_OUT_DIR", dir / "r1"}}, dir / "r1", 30);
+  REQUIRE(failed.ok());
+  CHECK_FALSE(failed->ok());
+  CHECK_FALSE(failed->timed_out);  // seen when it ended, not at the timeout
+  CHECK(failed->seconds < 20);
+  REQUIRE_FALSE(failed->faults.empty());
+  CHECK(failed->faults.front().rank == 1);
+}
+
+TEST_CASE("a session's request that is not answered in time names the rank that hangs") {
+  dtrace::test::TempDir dir;
+  auto session = SessionLaunch::start(session_command({{"HANG_AT", "0"}}), dir / "session", 2);
+  REQUIRE(session.ok());
+  dir.path("r0/x");
+  auto outcome = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 1.5);
+  REQUIRE(outcome.ok());
+  CHECK(outcome->timed_out);
+  REQUIRE(outcome->faults.size() == 1);  // rank 0 answered
+  CHECK(outcome->faults.front().rank == 1);
+  CHECK(outcome->faults.front().kind == dtrace::replay::RankFault::Kind::hung);
+  CHECK_FALSE((*session)->serving());
+}
+
+TEST_CASE("a session whose workload exits 0 without answering is not answered") {
+  dtrace::test::TempDir dir;
+  auto session = SessionLaunch::start(session_command({{"QUIT_AT", "0"}}), dir / "session", 2);
+  REQUIRE(session.ok());
+  dir.path("r0/x");
+  auto outcome = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 30);
+  REQUIRE(outcome.ok());
+  CHECK_FALSE(outcome->ok());
+  CHECK(outcome->unanswered);
+  CHECK(outcome->describe().find("does the workload serve sessions?") != std::string::npos);
+}
+
+TEST_CASE("ending one session leaves another session's processes running") {
+  dtrace::test::TempDir dir;
+  auto a = SessionLaunch::start(session_command(), dir / "a", 2);
+  auto b = SessionLaunch::start(session_command(), dir / "b", 2);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  dir.path("ra/x");
+  dir.path("rb/x");
+  REQUIRE((*a)->request({{"DTRACE_OUT_DIR", dir / "ra"}}, dir / "ra", 30)->ok());
+  REQUIRE((*b)->request({{"DTRACE_OUT_DIR", dir / "rb"}}, dir / "rb", 30)->ok());
+  const std::string b0 = read_text(dir / "rb/answer0");
+  (*a)->end();
+  CHECK(pid_runs(b0.substr(0, b0.find(' '))));
+  dir.path("rb2/x");
+  auto again = (*b)->request({{"DTRACE_OUT_DIR", dir / "rb2"}}, dir / "rb2", 30);
+  REQUIRE(again.ok());
+  CHECK(again->ok());
+}

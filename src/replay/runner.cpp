@@ -27,6 +27,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "replay/processes.hpp"
 
 extern char** environ;
@@ -36,6 +38,8 @@ namespace dtrace::replay {
 namespace {
 
 constexpr std::size_t kTailBytes = 4096;
+// How long a session's workload has to exit after the end request.
+constexpr int kEndGraceSeconds = 10;
 
 // Every process a replay starts carries this variable in its environment, with
 // a value no other replay shares: a process that left the replay's process
@@ -135,6 +139,7 @@ std::vector<std::string> merged_environment(const std::vector<std::pair<std::str
 struct RankStatus {
   int rank = 0;
   bool exited = false;  // "exit CODE [TIME]"
+  bool done = false;    // "done PID [TIME]": a session's rank answered the request
   int code = 0;
   std::int64_t exit_ns = 0;  // TIME, or the file's mtime for a line without it
   long pid = 0;  // "running PID [STEP SEQ]"
@@ -155,6 +160,11 @@ std::optional<RankStatus> read_status(const std::filesystem::path& file, int ran
     if (!(words >> status.code)) return std::nullopt;  // half written: read again later
     status.exited = true;
     if (std::int64_t time; words >> time && time > 0) status.exit_ns = time;
+  } else if (word == "done") {
+    // "done PID [TIME]": the pid keeps the rank's process watched between
+    // requests even when dtrace never read its "running" line.
+    if (!(words >> status.pid) || status.pid <= 0) return std::nullopt;
+    status.done = true;
   } else if (word == "running") {
     if (!(words >> status.pid) || status.pid <= 0) return std::nullopt;
     if (std::int64_t step, seq; words >> step >> seq) {
@@ -226,17 +236,33 @@ std::string file_tail(const std::filesystem::path& file) {
   return tail;
 }
 
-RankFault fault_of(const RankStatus& status, const std::string& dir) {
+// A rank's stderr is rank<r>.stderr in `dir`, else (a session's ranks write
+// one for the whole session) in `fallback_dir`.
+RankFault fault_of(const RankStatus& status, const std::string& dir, const std::string& fallback_dir) {
   RankFault fault;
   fault.rank = status.rank;
   fault.pid = status.pid;
   fault.step = status.step;
   fault.seq = status.seq;
-  const auto stderr_file = std::filesystem::path(dir) / ("rank" + std::to_string(status.rank) + ".stderr");
+  const std::string name = "rank" + std::to_string(status.rank) + ".stderr";
+  auto stderr_file = std::filesystem::path(dir) / name;
   std::error_code ec;
+  if (!fallback_dir.empty() && !std::filesystem::exists(stderr_file, ec)) {
+    stderr_file = std::filesystem::path(fallback_dir) / name;
+  }
   fault.stderr_file = std::filesystem::exists(stderr_file, ec);
   fault.stderr_tail = file_tail(stderr_file);
   return fault;
+}
+
+// Whether ranks 0 .. ranks-1 all say "done" in `dir` (a session's request answered).
+bool all_done(const std::string& dir, int ranks) {
+  const auto statuses = read_statuses(dir);
+  for (int rank = 0; rank < ranks; ++rank) {
+    const auto it = statuses.find(rank);
+    if (it == statuses.end() || !it->second.done) return false;
+  }
+  return true;
 }
 
 std::int64_t wall_ns() {
@@ -302,6 +328,9 @@ class RankWatch {
   }
 
   bool watched(long pid) const { return pidfds_.contains(pid) || ends_.contains(pid); }
+
+  // Every rank whose process dtrace has read, with it.
+  const std::map<int, long>& rank_pids() const { return rank_pids_; }
 
   // Whether watched process PID has ended, its end queued or not yet taken.
   bool ended(long pid) const {
@@ -381,7 +410,12 @@ class RankWatch {
 // failure, and a killed process writes nothing), and before the watched ones
 // when no rank wrote one (it ended before dtrace could even watch it).
 // A file's mtime alone named a killed rank's last progress, not its end.
-std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch) {
+//
+// In a session (`session`), a rank whose process an earlier request named and
+// that has ended without a status in this request's `dir` failed too: it ended
+// between requests. A rank that says "done" has answered.
+std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, bool session,
+                                    const std::string& stderr_dir) {
   struct Failure {
     RankFault fault;
     long pid = 0;                     // its process, when dtrace read it
@@ -391,14 +425,26 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch) {
   };
   std::vector<Failure> failed;
   std::vector<long> ended;
-  for (const auto& [rank, status] : read_statuses(dir)) {
+  auto statuses = read_statuses(dir);
+  if (session) {
+    // Read as the status it last wrote, "running PID", in a request it had not reached.
+    for (const auto& [rank, pid] : watch.rank_pids()) {
+      if (statuses.contains(rank)) continue;
+      RankStatus status;
+      status.rank = rank;
+      status.pid = pid;
+      statuses[rank] = status;
+    }
+  }
+  for (const auto& [rank, status] : statuses) {
     if (!status.exited) watch.watch(rank, status.pid);
+    if (status.done) continue;
     Failure failure;
-    failure.fault = fault_of(status, dir);
+    failure.fault = fault_of(status, dir, stderr_dir);
     failure.pid = watch.pid_of(rank);
     RankFault& fault = failure.fault;
     if (status.exited) {
-      if (status.code == 0) continue;
+      if (status.code == 0 && !session) continue;  // in a session, an exit before "done" is a failure
       fault.kind = RankFault::Kind::exited;
       fault.code = status.code;
       failure.written = true;
@@ -413,7 +459,7 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch) {
     if (!watched && !end.gone) continue;
     if (auto again = read_status(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".status"), rank);
         again && again->exited) {
-      if (again->code == 0) continue;
+      if (again->code == 0 && !session) continue;
       fault.kind = RankFault::Kind::exited;
       fault.code = again->code;
       failure.written = true;
@@ -464,11 +510,11 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch) {
 
 // At a timeout: the ranks still running, those furthest behind (lowest step,
 // then seq) first as hung, the others as waiting for them.
-std::vector<RankFault> hung_ranks(const std::string& dir) {
+std::vector<RankFault> hung_ranks(const std::string& dir, const std::string& stderr_dir) {
   std::vector<RankFault> running;
   for (const auto& [rank, status] : read_statuses(dir)) {
-    if (status.exited || process_end(status.pid).gone) continue;
-    running.push_back(fault_of(status, dir));
+    if (status.exited || status.done || process_end(status.pid).gone) continue;
+    running.push_back(fault_of(status, dir, stderr_dir));
   }
   if (running.empty()) return running;
   const auto behind = [](const RankFault& x, const RankFault& y) {
@@ -497,7 +543,9 @@ std::string RankFault::describe() const {
   const std::string where =
       step >= 0 ? " (at step " + std::to_string(step) + " after " + std::to_string(seq) + " records)" : "";
   switch (kind) {
-    case Kind::exited: return who + " exited with status " + std::to_string(code);
+    case Kind::exited:
+      // Status 0 is a failure only in a session, where a rank answers a request before it exits.
+      return who + " exited with status " + std::to_string(code) + (code == 0 ? " without answering the request" : "");
     case Kind::signaled:
       return who + " was killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
     case Kind::vanished:
@@ -544,138 +592,356 @@ std::string Outcome::describe() const {
     return text;
   }
   if (timed_out) return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s";
+  if (unanswered) return "exit 0 before every rank answered the request (does the workload serve sessions?)";
   if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
   return "exit " + std::to_string(exit_code);
 }
 
-Result<Outcome> run(const Command& command) {
-  if (command.argv.empty()) return Error{"replay command is empty"};
-  // Everything the child needs is built before fork: after it only
-  // async-signal-safe calls are allowed.
-  auto env = command.env;
-  env.emplace_back(kTagVariable, new_tag());
-  const std::string tag = std::string(kTagVariable) + "=" + env.back().second;  // as in /proc/PID/environ
-  std::vector<std::string> env_strings = merged_environment(env);
-  std::vector<char*> envp, argv;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = command.argv;
-  for (auto& s : argv_copy) argv.push_back(s.data());
-  argv.push_back(nullptr);
+namespace {
 
-  int err_pipe[2];
-  int exec_pipe[2];  // reports a failed exec (closed on a successful one)
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    return Error{std::string("cannot create a pipe: ") + std::strerror(errno)};
+// The live launches' tags (as in /proc/PID/environ): ending one launch while
+// another runs (bisect keeps a session per side) kills none of the other's.
+std::set<std::string>& live_tags() {
+  static std::set<std::string> tags;
+  return tags;
+}
+
+}  // namespace
+
+// One started workload: its launcher process (in a process group of its
+// own), the stderr it writes, the ranks it runs. run() waits for it to exit;
+// a session waits, request after request, for its ranks' answers.
+class Launch {
+ public:
+  Launch() = default;
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+  ~Launch() {
+    if (pid_ > 0 && !finished_) {
+      Outcome ignored;
+      finish(ignored);
+    }
   }
-  const StopSignals stop_signals;
-  // Whatever the replay starts stays below us (orphans come to us, not to
-  // init) and is killed at its end; processes below us before it are not its.
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  const std::set<ProcessKey> before = keys_of(descendants({}));
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid < 0) return Error{std::string("cannot fork: ") + std::strerror(errno)};
-  if (pid == 0) {
-    ::setpgid(0, 0);  // its own process group: a timeout kills it with its children
-    const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    ::dup2(devnull, STDIN_FILENO);
-    ::dup2(devnull, STDOUT_FILENO);
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    if (!command.cwd.empty() && ::chdir(command.cwd.c_str()) != 0) {
+
+  // Starts command.argv; an Error when it cannot be started at all.
+  Result<void> start(const Command& command) {
+    if (command.argv.empty()) return Error{"replay command is empty"};
+    // Everything the child needs is built before fork: after it only
+    // async-signal-safe calls are allowed.
+    auto env = command.env;
+    env.emplace_back(kTagVariable, new_tag());
+    tag_ = std::string(kTagVariable) + "=" + env.back().second;  // as in /proc/PID/environ
+    std::vector<std::string> env_strings = merged_environment(env);
+    std::vector<char*> envp, argv;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_copy = command.argv;
+    for (auto& s : argv_copy) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    int err_pipe[2];
+    int exec_pipe[2];  // reports a failed exec (closed on a successful one)
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      return Error{std::string("cannot create a pipe: ") + std::strerror(errno)};
+    }
+    if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+      ::close(err_pipe[0]);
+      ::close(err_pipe[1]);
+      return Error{std::string("cannot create a pipe: ") + std::strerror(errno)};
+    }
+    // Whatever the replay starts stays below us (orphans come to us, not to
+    // init) and is killed at its end; processes below us before it are not its.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    before_ = keys_of(descendants({}));
+    start_ = std::chrono::steady_clock::now();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int e = errno;
+      for (int fd : {err_pipe[0], err_pipe[1], exec_pipe[0], exec_pipe[1]}) ::close(fd);
+      return Error{std::string("cannot fork: ") + std::strerror(e)};
+    }
+    if (pid == 0) {
+      ::setpgid(0, 0);  // its own process group: a timeout kills it with its children
+      const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      ::dup2(devnull, STDIN_FILENO);
+      ::dup2(devnull, STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+      if (!command.cwd.empty() && ::chdir(command.cwd.c_str()) != 0) {
+        const int e = errno;
+        (void)!::write(exec_pipe[1], &e, sizeof e);
+        ::_exit(127);
+      }
+      ::execvpe(argv[0], argv.data(), envp.data());
       const int e = errno;
       (void)!::write(exec_pipe[1], &e, sizeof e);
       ::_exit(127);
     }
-    ::execvpe(argv[0], argv.data(), envp.data());
-    const int e = errno;
-    (void)!::write(exec_pipe[1], &e, sizeof e);
-    ::_exit(127);
+    pid_ = pid;
+    live_tags().insert(tag_);
+    ::setpgid(pid, pid);
+    ::close(err_pipe[1]);
+    ::close(exec_pipe[1]);
+    err_fd_ = err_pipe[0];
+    int exec_errno = 0;
+    const bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+    ::close(exec_pipe[0]);
+    if (exec_failed) {
+      Outcome ignored;
+      finish(ignored);
+      return Error{"cannot run " + command.argv[0] + ": " + std::strerror(exec_errno)};
+    }
+    return {};
   }
-  ::setpgid(pid, pid);
-  ::close(err_pipe[1]);
-  ::close(exec_pipe[1]);
-  int exec_errno = 0;
-  const bool exec_failed = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
-  ::close(exec_pipe[0]);
 
-  Outcome outcome;
-  RankWatch watch;
-  const auto deadline = start + std::chrono::duration<double>(command.timeout_s);
-  char buffer[4096];
-  int status = 0;
-  bool exited = false;
-  auto keep = [&](ssize_t got) {
-    outcome.stderr_tail.append(buffer, static_cast<std::size_t>(got));
-    if (outcome.stderr_tail.size() > 2 * kTailBytes) {
-      outcome.stderr_tail.erase(0, outcome.stderr_tail.size() - kTailBytes);
-    }
+  // What a wait watches: the ranks' status files in `rank_dir` (none when
+  // empty); with `answered_by` > 0 it ends once ranks 0 .. answered_by-1 all
+  // say "done" there (a session's request), else when the launcher exits.
+  struct Watch {
+    std::string rank_dir;
+    int answered_by = 0;
+    std::string stderr_dir;  // where a rank's stderr is when rank_dir has none (a session's)
   };
-  // Read stderr while it runs; a grandchild holding the pipe open does not
-  // keep us waiting once the workload itself has exited.
-  bool pipe_open = true;
-  int stopped_by = 0;
-  // The ranks' status files are read every few polls: a failed rank stops the
-  // replay at once, its siblings would otherwise wait for it until the timeout.
-  auto next_look = start;
-  while (!exited) {
-    if ((stopped_by = stop_signals.received()) != 0) break;
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      outcome.timed_out = true;
-      if (!command.rank_dir.empty()) outcome.faults = hung_ranks(command.rank_dir);
-      break;
-    }
-    if (!command.rank_dir.empty() && now >= next_look) {
-      next_look = now + std::chrono::milliseconds(50);
-      outcome.faults = failed_ranks(command.rank_dir, watch);
-      if (!outcome.faults.empty()) break;
-    }
-    // Waits for stderr and for the end of a watched rank, taken at once so
-    // that its time is close to the end's.
-    pollfd fds[2] = {{pipe_open ? err_pipe[0] : -1, POLLIN, 0}, {watch.fd(), POLLIN, 0}};
-    if (::poll(fds, 2, pipe_open ? 20 : 5) > 0) {
-      if (fds[0].revents != 0) {
-        const ssize_t got = ::read(err_pipe[0], buffer, sizeof buffer);
-        if (got > 0) keep(got);
-        else pipe_open = false;
+  enum class Ended { exited, answered, failed, timed_out, stopped };
+
+  // Waits until the watched thing happens, a rank fails, `deadline` passes or
+  // dtrace is asked to stop; fills outcome's faults, timed_out and stderr_tail.
+  Ended wait(const Watch& what, std::chrono::steady_clock::time_point deadline, const StopSignals& stop,
+             Outcome& outcome) {
+    char buffer[4096];
+    auto next_look = std::chrono::steady_clock::now();
+    while (!exited_) {
+      if ((stopped_by_ = stop.received()) != 0) return Ended::stopped;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        outcome.timed_out = true;
+        if (!what.rank_dir.empty()) outcome.faults = hung_ranks(what.rank_dir, what.stderr_dir);
+        return Ended::timed_out;
       }
-      if (fds[1].revents != 0) watch.collect();
+      // The ranks' status files are read every few polls: a failed rank stops
+      // the replay at once, its siblings would otherwise wait for it until the
+      // timeout.
+      if (!what.rank_dir.empty() && now >= next_look) {
+        next_look = now + std::chrono::milliseconds(50);
+        outcome.faults = failed_ranks(what.rank_dir, watch_, what.answered_by > 0, what.stderr_dir);
+        if (!outcome.faults.empty()) return Ended::failed;
+        if (what.answered_by > 0 && all_done(what.rank_dir, what.answered_by)) return Ended::answered;
+      }
+      // Waits for stderr and for the end of a watched rank, taken at once so
+      // that its time is close to the end's.
+      pollfd fds[2] = {{pipe_open_ ? err_fd_ : -1, POLLIN, 0}, {watch_.fd(), POLLIN, 0}};
+      if (::poll(fds, 2, pipe_open_ ? 20 : 5) > 0) {
+        if (fds[0].revents != 0) {
+          const ssize_t got = ::read(err_fd_, buffer, sizeof buffer);
+          if (got > 0) keep(buffer, got);
+          else pipe_open_ = false;
+        }
+        if (fds[1].revents != 0) watch_.collect();
+      }
+      exited_ = ::waitpid(pid_, &status_, WNOHANG) == pid_;
     }
-    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (pipe_open_) {  // what it wrote just before exiting
+      ::fcntl(err_fd_, F_SETFL, O_NONBLOCK);
+      for (ssize_t got; (got = ::read(err_fd_, buffer, sizeof buffer)) > 0;) keep(buffer, got);
+      pipe_open_ = false;
+    }
+    // A rank whose process is gone while the launcher says all is well failed
+    // too; in a session, so does the launcher's exit before every rank answered.
+    if (!what.rank_dir.empty()) {
+      outcome.faults = failed_ranks(what.rank_dir, watch_, what.answered_by > 0, what.stderr_dir);
+      if (!outcome.faults.empty()) return Ended::failed;
+      if (what.answered_by > 0 && all_done(what.rank_dir, what.answered_by)) return Ended::answered;
+    }
+    return Ended::exited;
   }
-  if (exited && pipe_open) {  // what it wrote just before exiting
-    ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    for (ssize_t got; (got = ::read(err_pipe[0], buffer, sizeof buffer)) > 0;) keep(got);
+
+  // Whatever it left behind goes with it, in its group or not: no orphans. Fills
+  // how the launcher ended (when it was not killed at a timeout) and the time.
+  void finish(Outcome& outcome) {
+    if (finished_ || pid_ <= 0) return;
+    finished_ = true;
+    live_tags().erase(tag_);
+    ::kill(-pid_, SIGKILL);
+    if (!exited_) ::waitpid(pid_, &status_, 0);
+    kill_tagged(tag_);
+    // Another live launch's processes (a session of the other side) are not
+    // this one's, though they too started after it.
+    std::set<ProcessKey> keep = before_;
+    if (!live_tags().empty()) {
+      for (const Process& process : descendants(before_)) {
+        const auto environ_file = std::filesystem::path("/proc") / std::to_string(process.pid) / "environ";
+        for (const std::string& other : live_tags()) {
+          if (carries_tag(environ_file, other)) keep.insert({process.pid, process.start});
+        }
+      }
+    }
+    kill_descendants(keep);
+    if (err_fd_ >= 0) ::close(err_fd_);
+    err_fd_ = -1;
+    outcome.seconds = seconds();
+    if (!outcome.timed_out) {  // after a rank failed: how the launcher ended when we killed it
+      if (WIFEXITED(status_)) outcome.exit_code = WEXITSTATUS(status_);
+      if (WIFSIGNALED(status_)) outcome.signal = WTERMSIG(status_);
+    }
   }
-  // A rank whose process is gone while the launcher says all is well failed too.
-  if (exited && outcome.faults.empty() && !command.rank_dir.empty()) {
-    outcome.faults = failed_ranks(command.rank_dir, watch);
+
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  // Whatever it left behind goes with it, in its group or not: no orphans.
-  ::kill(-pid, SIGKILL);
-  if (!exited) ::waitpid(pid, &status, 0);
-  kill_tagged(tag);
-  kill_descendants(before);
-  ::close(err_pipe[0]);
-  outcome.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (outcome.stderr_tail.size() > kTailBytes) {
-    outcome.stderr_tail.erase(0, outcome.stderr_tail.size() - kTailBytes);
+  int stopped_by() const { return stopped_by_; }
+  bool exited() const { return exited_; }
+  int exit_status() const { return status_; }
+  // The last few KiB of its stderr, since the last take.
+  std::string take_stderr() {
+    std::string tail = std::move(stderr_);
+    stderr_.clear();
+    if (tail.size() > kTailBytes) tail.erase(0, tail.size() - kTailBytes);
+    return tail;
   }
-  if (exec_failed) {
-    return Error{"cannot run " + command.argv[0] + ": " + std::strerror(exec_errno)};
+
+ private:
+  void keep(const char* buffer, ssize_t got) {
+    stderr_.append(buffer, static_cast<std::size_t>(got));
+    if (stderr_.size() > 2 * kTailBytes) stderr_.erase(0, stderr_.size() - kTailBytes);
   }
-  if (stopped_by != 0) {
-    return Error{std::string("interrupted by signal ") + std::to_string(stopped_by) + " (" +
-                 strsignal(stopped_by) + "): the workload and its processes were killed"};
+
+  pid_t pid_ = -1;
+  int err_fd_ = -1;
+  bool pipe_open_ = true;
+  bool exited_ = false;
+  bool finished_ = false;
+  int status_ = 0;
+  int stopped_by_ = 0;
+  std::string tag_;
+  std::string stderr_;
+  std::set<ProcessKey> before_;
+  std::chrono::steady_clock::time_point start_;
+  RankWatch watch_;
+};
+
+namespace {
+
+std::chrono::steady_clock::time_point after(std::chrono::steady_clock::time_point from, double seconds) {
+  return from + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+Error interrupted(int signal) {
+  return Error{std::string("interrupted by signal ") + std::to_string(signal) + " (" + strsignal(signal) +
+               "): the workload and its processes were killed"};
+}
+
+}  // namespace
+
+Result<Outcome> run(const Command& command) {
+  const StopSignals stop_signals;
+  Launch launch;
+  if (auto started = launch.start(command); !started) return started.error();
+  Outcome outcome;
+  launch.wait({command.rank_dir, 0, ""}, after(std::chrono::steady_clock::now(), command.timeout_s), stop_signals,
+              outcome);
+  launch.finish(outcome);
+  outcome.stderr_tail = launch.take_stderr();
+  if (launch.stopped_by() != 0) return interrupted(launch.stopped_by());
+  return outcome;
+}
+
+// ---- Replay sessions (dtrace-replay/1.2) ----
+
+struct SessionLaunch::State {
+  StopSignals stop;  // for the session's whole life: its processes are killed on a stop, never left
+  Launch launch;
+  std::string dir;
+  int ranks = 1;
+  int next = 0;       // the next request's number
+  bool over = false;  // failed, timed out, interrupted or ended: serves nothing more
+};
+
+SessionLaunch::SessionLaunch() : state_(std::make_unique<State>()) {}
+
+SessionLaunch::~SessionLaunch() { end(); }
+
+Result<std::unique_ptr<SessionLaunch>> SessionLaunch::start(const Command& command, const std::string& dir,
+                                                            int ranks) {
+  std::unique_ptr<SessionLaunch> session(new SessionLaunch());
+  State& s = *session->state_;
+  s.dir = dir;
+  s.ranks = std::max(1, ranks);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error{dir + ": cannot create the session's directory: " + ec.message()};
+  Command launched = command;
+  launched.env.emplace_back("DTRACE_SESSION", dir);
+  if (auto started = s.launch.start(launched); !started) return started.error();
+  return session;
+}
+
+Result<Outcome> SessionLaunch::request(const std::vector<std::pair<std::string, std::string>>& variables,
+                                       const std::string& rank_dir, double timeout_s) {
+  State& s = *state_;
+  if (s.over) return Error{"the replay session has ended"};
+  const auto begin = std::chrono::steady_clock::now();
+  // Written under another name and renamed: a request is complete when it exists.
+  nlohmann::json request{{"request", s.next}, {"env", nlohmann::json::object()}};
+  for (const auto& [name, value] : variables) request["env"][name] = value;
+  const std::string file = s.dir + "/request." + std::to_string(s.next) + ".json";
+  {
+    std::ofstream out(file + ".new");
+    out << request.dump() << '\n';
+    if (!out.flush()) return Error{file + ": cannot write the request"};
   }
-  if (!outcome.timed_out) {  // after a rank failed: how the launcher ended when we killed it
-    if (WIFEXITED(status)) outcome.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) outcome.signal = WTERMSIG(status);
+  std::error_code ec;
+  std::filesystem::rename(file + ".new", file, ec);
+  if (ec) return Error{file + ": cannot write the request: " + ec.message()};
+  ++s.next;
+  Outcome outcome;
+  const auto ended = s.launch.wait({rank_dir, s.ranks, s.dir}, after(begin, timeout_s), s.stop, outcome);
+  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  if (ended == Launch::Ended::answered) {
+    outcome.exit_code = 0;
+    outcome.stderr_tail = s.launch.take_stderr();
+    return outcome;
+  }
+  // Anything else ends the session: its processes are killed as a launch's.
+  s.over = true;
+  const double seconds = outcome.seconds;
+  s.launch.finish(outcome);
+  outcome.seconds = seconds;
+  outcome.stderr_tail = s.launch.take_stderr();
+  if (ended == Launch::Ended::stopped) return interrupted(s.launch.stopped_by());
+  if (ended == Launch::Ended::exited && outcome.faults.empty() && outcome.ok()) {
+    // The launcher exited 0 before its ranks answered: not an answer.
+    outcome.exit_code = -1;
+    outcome.unanswered = true;
   }
   return outcome;
 }
+
+void SessionLaunch::end() {
+  if (!state_) return;
+  State& s = *state_;
+  if (!s.over) {
+    s.over = true;
+    const std::string file = s.dir + "/request." + std::to_string(s.next) + ".json";
+    {
+      std::ofstream out(file + ".new");
+      out << nlohmann::json{{"request", s.next}, {"end", true}}.dump() << '\n';
+    }
+    std::error_code ec;
+    std::filesystem::rename(file + ".new", file, ec);
+    // Given a moment to exit as a program does; killed with everything it
+    // started either way.
+    Outcome ignored;
+    if (!ec) {
+      s.launch.wait({}, std::chrono::steady_clock::now() + std::chrono::seconds(kEndGraceSeconds), s.stop,
+                    ignored);
+    }
+  }
+  Outcome ignored;
+  s.launch.finish(ignored);
+}
+
+int SessionLaunch::requests() const { return state_->next; }
+
+bool SessionLaunch::serving() const { return !state_->over; }
 
 Result<std::vector<std::string>> split_words(const std::string& text) {
   std::vector<std::string> words;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,13 +60,15 @@ struct Outcome {
   int exit_code = -1;      // the exit status when it exited
   int signal = 0;          // the signal that ended it, 0 if it exited
   bool timed_out = false;  // we killed it at the timeout
+  // A session's launcher exited 0 before every rank answered the request.
+  bool unanswered = false;
   double seconds = 0;
   std::string stderr_tail;  // the last few KiB it wrote to stderr
   // Ranks that failed (the first is the one that failed first; dtrace stopped
   // the replay then) or, after a timeout, that were still running (the hung
   // ones first). Empty for a workload that writes no status files.
   std::vector<RankFault> faults;
-  bool ok() const { return !timed_out && signal == 0 && exit_code == 0 && faults.empty(); }
+  bool ok() const { return !timed_out && !unanswered && signal == 0 && exit_code == 0 && faults.empty(); }
   // "exit 3", "killed by signal 11", "timed out after 5 s", "rank 1 exited with
   // status 3 (ranks 0, 2 failed after it)", "timed out after 5 s: rank 1 hangs ..."
   std::string describe() const;
@@ -80,6 +83,42 @@ struct Outcome {
 // was asked to stop (SIGINT, SIGTERM, SIGHUP) while it ran: the workload is
 // killed and the caller unwinds, removing its temporary files.
 Result<Outcome> run(const Command& command);
+
+// A replay session (man/dtrace-fp.5, "Replay sessions", dtrace-replay/1.2):
+// one launch of the workload that serves requests, each the variables a
+// launch of the same replay would get, one after another. Its processes are
+// watched as a launch's are, and killed with everything they started when the
+// session ends, however it ends (a failed or timed-out request ends it).
+class SessionLaunch {
+ public:
+  // Starts `command` with DTRACE_SESSION=`dir` (created; its requests go
+  // there); `ranks` is how many ranks answer each request (the run's world
+  // size). An Error when it cannot be started at all.
+  static Result<std::unique_ptr<SessionLaunch>> start(const Command& command, const std::string& dir, int ranks);
+  ~SessionLaunch();  // end()
+  SessionLaunch(const SessionLaunch&) = delete;
+  SessionLaunch& operator=(const SessionLaunch&) = delete;
+
+  // Sends one request and waits until every rank wrote "done" in `rank_dir`
+  // (its DTRACE_OUT_DIR), one failed, the launcher exited, or `timeout_s`
+  // passed. An Outcome as a launch's (ok() when answered; seconds is the
+  // request's); an Error when dtrace was asked to stop (the session is then
+  // killed) or the session is over.
+  Result<Outcome> request(const std::vector<std::pair<std::string, std::string>>& variables,
+                          const std::string& rank_dir, double timeout_s);
+  // False once a request failed or timed out, or after end(): it serves no more.
+  bool serving() const;
+  // The end request, a moment for the workload to exit, then every process
+  // of the session killed. Idempotent.
+  void end();
+  // Requests sent so far (the end request not counted).
+  int requests() const;
+
+ private:
+  SessionLaunch();
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Splits a command line the way a POSIX shell splits words (spaces, single and
 // double quotes, backslash), without expanding anything: `--replay 'ARGV'`.
