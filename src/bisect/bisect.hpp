@@ -31,6 +31,9 @@ struct Options {
   std::optional<std::vector<std::string>> replay;  // or this argv, given by the user
   std::optional<std::string> keep;    // keep replay outputs and captures here
   ReplayRunner runner;                // default (empty): replay::run
+  // --launches: one launch per replay, even for a workload that serves replay
+  // sessions (dtrace-replay/1.2, man/dtrace-fp.5 "Replay sessions").
+  bool launches = false;
 };
 
 // diverged_earlier: the runs' own records differ before the bisected step and
@@ -62,7 +65,7 @@ struct Report;
 // The restore verdict's state record (Report::state_scope, state_op, state), named.
 std::string state_record(const Report& report);
 
-// One execution of the workload.
+// One replay: a launch of the workload, or a request to a session of it.
 struct Replay {
   std::string stage;   // "layer", "capture", "kernel", "confirm"
   char side = 'A';     // whose configuration
@@ -71,6 +74,22 @@ struct Replay {
   double seconds = 0;
   int exit = 0;
   std::string outcome;  // "exit 0", "killed by signal 9", ...
+  bool request = false; // served by a session (Report::launches[launch]), not a launch of its own
+  int launch = -1;      // the launch that served it (index into Report::launches)
+};
+
+// One start of the workload: a launch per replay, or a session that served
+// several (man/dtrace-fp.5, "Replay sessions").
+struct Launch {
+  char side = 'A';
+  std::string stage;  // the stage of its first replay
+  bool session = false;
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // the DTRACE_* variables it started with
+  int requests = 0;     // replays it served
+  double seconds = 0;   // from its start to its last answer
+  std::string outcome;  // its last replay's outcome
+  std::string why;      // why a fresh session, when it is not its side's first
 };
 
 // What the confirmation measured on the suspect kernel's outputs.
@@ -169,6 +188,11 @@ struct Report {
   std::optional<Outcomes> outcomes;
   std::string reached;                // how far it got, in words
   std::vector<Replay> replays;
+  std::vector<Launch> launches;
+  // How the replays ran: "sessions" (one launch per side, dtrace-replay/1.2)
+  // or "launches"; and why (which run does not serve sessions, --launches).
+  std::string replay_mode = "launches";
+  std::string replay_mode_why;
   std::vector<std::string> notes;
 };
 

@@ -117,7 +117,23 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
   bool agreed_while_runs_differ = false;
   std::string first_replay;  // the first replay of A: later attempts are compared with it too
   int attempt = 0;
+  bool fresh_noted = false;
   for (; attempt < budget; ++attempt) {
+    if (agreed_while_runs_differ && !s.repeat_a &&
+        (s.uses_sessions(s.a) || s.uses_sessions(s.b))) {
+      // The other run's outcome of a choice made once per process cannot come
+      // up in a session that already made it: each attempt of the search gets
+      // fresh processes, and the stages after it ask the ones that diverged.
+      const std::string why = "layer pass attempt " + n(attempt + 1) +
+                              ": a choice made once per process is the same in every request of one session";
+      if (!fresh_noted) {
+        fresh_noted = true;
+        rep.notes.push_back("layer pass: from attempt " + n(attempt + 1) +
+                            " on, each attempt ran in fresh sessions (a choice made once per process is the "
+                            "same in every request of one session)");
+      }
+      s.fresh_sessions(why);
+    }
     const std::string out_a = s.path("layer-A-" + n(attempt));
     const std::string out_b = s.path("layer-B-" + n(attempt));
     std::string second_out = s.repeat_a ? s.path("layer-A-" + n(attempt) + "-again") : out_b;

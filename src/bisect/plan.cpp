@@ -1,5 +1,6 @@
 // Which command replays each run, and whether we may run it.
 #include <filesystem>
+#include <string_view>
 
 #include "bisect/session.hpp"
 
@@ -11,6 +12,15 @@ std::string joined(const std::vector<std::string>& argv) {
   std::string s;
   for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
   return s;
+}
+
+// dtrace-replay/1.2 and every later 1.x: the workload serves replay sessions.
+bool serves_sessions(const std::string& protocol) {
+  constexpr std::string_view prefix = "dtrace-replay/1.";
+  if (!protocol.starts_with(prefix)) return false;
+  const std::string minor = protocol.substr(prefix.size());
+  if (minor.empty() || minor.size() > 6 || minor.find_first_not_of("0123456789") != std::string::npos) return false;
+  return std::stoi(minor) >= 2;
 }
 
 Result<Side> plan_side(const Options& options, char name, const std::string& run, std::int32_t rank,
@@ -31,12 +41,15 @@ Result<Side> plan_side(const Options& options, char name, const std::string& run
   for (auto it = header.env.begin(); it != header.env.end(); ++it) {
     side.env.emplace_back(it.key(), it->is_string() ? it->get<std::string>() : it->dump());
   }
+  side.world_size = header.world_size;
+  const nlohmann::json& replay = header.replay;
+  if (replay.is_object()) side.protocol = replay.value("protocol", std::string());
+  side.serves_sessions = serves_sessions(side.protocol);
   if (options.replay) {
     side.argv = *options.replay;
     return side;
   }
   const std::string who = "run " + std::string(1, name) + " (" + run + ")";
-  const nlohmann::json& replay = header.replay;
   if (!replay.is_object() || !replay.contains("argv")) {
     return Error{who + " declares no replay command in its header; give one with --replay 'ARGV'"};
   }
@@ -44,7 +57,7 @@ Result<Side> plan_side(const Options& options, char name, const std::string& run
   if (const std::string protocol = replay.value("protocol", std::string());
       protocol != "dtrace-replay/1" && !protocol.starts_with("dtrace-replay/1.")) {
     return Error{who + " declares replay protocol \"" + protocol +
-                 "\"; this dtrace speaks dtrace-replay/1 (and its minor versions, 1.1)"};
+                 "\"; this dtrace speaks dtrace-replay/1 (and its minor versions: 1.1, 1.2)"};
   }
   const nlohmann::json& argv = replay["argv"];
   if (!argv.is_array() || argv.empty()) return Error{who + ": header field replay.argv must be a non-empty array"};
@@ -90,6 +103,30 @@ Result<void> plan_sides(Session& session) {
     return Error{"step " + std::to_string(step) + " of rank " + std::to_string(rank) +
                  " is complete in neither run (A: " + session.a.run + ", B: " + session.b.run +
                  "); bisect replays a step the runs recorded (`dtrace show RUN` lists them)"};
+  }
+  // Sessions where the workload serves them (man/dtrace-fp.5, "Replay sessions").
+  Report& rep = session.report;
+  const auto describe = [](const Side& side) {
+    return "run " + std::string(1, side.name) + "'s workload speaks " +
+           (side.protocol.empty() ? std::string("dtrace-replay/1") : side.protocol);
+  };
+  if (session.options.launches) {
+    rep.replay_mode = "launches";
+    rep.replay_mode_why = "--launches";
+  } else if (session.a.serves_sessions && session.b.serves_sessions) {
+    rep.replay_mode = "sessions";
+    rep.replay_mode_why = "both runs' workloads serve replay sessions (dtrace-replay/1.2)";
+  } else if (session.a.serves_sessions || session.b.serves_sessions) {
+    rep.replay_mode = "mixed";
+    const Side& launched = session.a.serves_sessions ? session.b : session.a;
+    rep.replay_mode_why = describe(launched) + ", which has no sessions: it is launched for each replay";
+  } else {
+    rep.replay_mode = "launches";
+    rep.replay_mode_why = session.a.protocol == session.b.protocol
+                              ? "the runs' workloads speak " +
+                                    (session.a.protocol.empty() ? std::string("dtrace-replay/1") : session.a.protocol) +
+                                    ", which has no sessions"
+                              : describe(session.a) + " and " + describe(session.b) + ", which have no sessions";
   }
   session.report.shared_configuration = config_a == config_b && session.a.env == session.b.env;
   if (session.report.shared_configuration) {

@@ -54,6 +54,8 @@ Session::Session(const Options& opts, const Progress& progress, const StageNote&
     : options(opts), report(rep), progress_(progress), note_(note) {}
 
 Session::~Session() {
+  // The sessions' processes first: they write in the working directory.
+  served_.clear();
   if (remove_ && !workdir_.empty()) {
     std::error_code ec;
     fs::remove_all(workdir_, ec);
@@ -116,17 +118,21 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
     record.env.emplace_back("DTRACE_OUT", dir->second + "/replay.jsonl");
     command.rank_dir = dir->second;
   }
+  record.request = uses_sessions(side);
   if (progress_) progress_(record, false);
   // What a launcher killed mid-replay leaves in TMPDIR goes with the workdir.
   std::error_code ec;
   fs::create_directories(path("tmp"), ec);
   if (!ec) command.env.emplace_back("TMPDIR", path("tmp"));
-  auto outcome = options.runner ? options.runner(command) : replay::run(command);
+  auto outcome = record.request ? request(stage, side, command, record) : launch(stage, side, command, record);
   if (!outcome) return Error{"replay of run " + std::string(1, side.name) + " (" + stage + "): " +
                              outcome.error().message};
   record.seconds = outcome->seconds;
   record.exit = outcome->exit_code;
   record.outcome = outcome->describe();
+  Launch& launched = report.launches.at(static_cast<std::size_t>(record.launch));
+  launched.outcome = record.outcome;
+  if (!record.request) launched.seconds = record.seconds;
   report.replays.push_back(record);
   if (progress_) progress_(record, true);
   if (!outcome->ok()) {
@@ -151,6 +157,70 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
                                    report.rank, variables, target);
   if (!complied) noncompliant_ = true;
   return complied;
+}
+
+Result<replay::Outcome> Session::launch(const std::string& stage, const Side& side, const replay::Command& command,
+                                        Replay& record) {
+  Launch launched;
+  launched.side = side.name;
+  launched.stage = stage;
+  launched.argv = command.argv;
+  launched.env = record.env;
+  launched.requests = 1;
+  record.launch = static_cast<int>(report.launches.size());
+  report.launches.push_back(launched);
+  return options.runner ? options.runner(command) : replay::run(command);
+}
+
+// A request to the side's session, started first when it has none serving:
+// the launch carries the side's configuration, the step and DTRACE_SESSION;
+// the request carries exactly the DTRACE_* variables a launch would get
+// (man/dtrace-fp.5, "Replay sessions").
+Result<replay::Outcome> Session::request(const std::string& stage, const Side& side, const replay::Command& command,
+                                         Replay& record) {
+  Served& served = served_[side.name];
+  if (!served.launch || !served.launch->serving()) {
+    const int number = static_cast<int>(report.launches.size());
+    replay::Command start = command;
+    start.env = side.env;
+    const std::string step = std::to_string(report.step);
+    start.env.emplace_back("DTRACE_REPLAY_STEP", step);
+    for (const auto& [name, value] : command.env) {
+      if (name == "TMPDIR") start.env.emplace_back(name, value);
+    }
+    start.rank_dir.clear();
+    const std::string dir = path("session-" + std::string(1, side.name) + "-" + std::to_string(number));
+    Launch launched;
+    launched.side = side.name;
+    launched.stage = stage;
+    launched.session = true;
+    launched.argv = command.argv;
+    launched.env = {{"DTRACE_SESSION", dir}, {"DTRACE_REPLAY_STEP", step}};
+    // A fresh session is one a stage asked for; a side's first needs no reason.
+    const bool again = std::any_of(report.launches.begin(), report.launches.end(),
+                                   [&](const Launch& l) { return l.side == side.name; });
+    if (again) launched.why = fresh_why_;
+    served.launch.reset();
+    auto started = replay::SessionLaunch::start(start, dir, side.world_size);
+    if (!started) return started.error();
+    served.launch = std::move(*started);
+    served.index = report.launches.size();
+    served.started = std::chrono::steady_clock::now();
+    report.launches.push_back(launched);
+  }
+  record.launch = static_cast<int>(served.index);
+  Variables variables;
+  for (const auto& [name, value] : record.env) variables.emplace_back(name, value);
+  auto outcome = served.launch->request(variables, command.rank_dir, command.timeout_s);
+  Launch& launched = report.launches.at(served.index);
+  ++launched.requests;
+  launched.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - served.started).count();
+  return outcome;
+}
+
+void Session::fresh_sessions(const std::string& why) {
+  served_.clear();
+  fresh_why_ = why;
 }
 
 // A replay that exits 0 must have written a log to its directory (DTRACE_OUT

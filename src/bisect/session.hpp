@@ -2,6 +2,7 @@
 // working directory for replay outputs and captures, and the log of replays.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "bisect/bisect.hpp"
 #include "diff/diff.hpp"
 #include "log/reader.hpp"
+#include "replay/runner.hpp"
 
 namespace dtrace::bisect {
 
@@ -31,6 +33,11 @@ struct Side {
   std::vector<std::string> argv;
   std::string cwd;
   Variables env;  // the header's env: a configuration includes its environment
+  // Its header's replay protocol is dtrace-replay/1.2 or a later 1.x: its
+  // workload serves replay sessions (man/dtrace-fp.5).
+  bool serves_sessions = false;
+  std::string protocol;  // as its header says it
+  int world_size = 1;    // the ranks that answer each of a session's requests
   // The bisected step as this run recorded it (the restore check's reference);
   // nullopt when the run has no complete such step (a resumed run starts later).
   std::optional<LoadedStep> recorded;
@@ -62,6 +69,13 @@ class Session {
   // True once a replay did not comply with its request: the bisection stops
   // there (exit 2), even where a failed stage would otherwise be only noted.
   bool noncompliant() const { return noncompliant_; }
+  // Whether `side`'s replays are requests to its sessions: its workload serves
+  // them and --launches was not given (plan_sides sets report.replay_mode).
+  bool uses_sessions(const Side& side) const { return side.serves_sessions && !options.launches; }
+  // Ends both sides' sessions: the next replay of each starts a fresh one
+  // (another process, where a choice made once per process must be tried
+  // again), for the reason `why`. Nothing to do without sessions.
+  void fresh_sessions(const std::string& why);
   // Two replays' records of the bisected step compared: only that step, as a
   // step replay also holds the steps it fast-forwarded (DTRACE_FAST_FORWARD).
   Result<diff::Report> diff_replays(const std::string& a, const std::string& b) const;
@@ -83,9 +97,21 @@ class Session {
                                 const Variables& variables) const;
   const Progress& progress_;
   const StageNote& note_;
+  Result<replay::Outcome> launch(const std::string& stage, const Side& side, const replay::Command& command,
+                                 Replay& record);
+  Result<replay::Outcome> request(const std::string& stage, const Side& side, const replay::Command& command,
+                                  Replay& record);
   std::string workdir_;
   bool remove_ = false;
   bool noncompliant_ = false;
+  // Each side's session, while it serves, and its entry in report.launches.
+  struct Served {
+    std::unique_ptr<replay::SessionLaunch> launch;
+    std::size_t index = 0;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::map<char, Served> served_;
+  std::string fresh_why_;  // given to the next sessions started
 };
 
 // nullopt when the log has no complete step `step` for `rank`.

@@ -25,6 +25,7 @@ void add_bisect(CLI::App& app, int& exit_status) {
     int repeat = 3;
     double timeout = 600;
     bool trust = false;
+    bool launches = false;
     std::string replay;
     std::string keep;
     bool json = false;
@@ -54,6 +55,8 @@ void add_bisect(CLI::App& app, int& exit_status) {
       ->check(positive_seconds());
   cmd->add_flag("--trust", args->trust, "run the replay command recorded in the runs' logs");
   cmd->add_option("--replay", args->replay, "the command to replay both runs with, instead of the logs'");
+  cmd->add_flag("--launches", args->launches,
+                "launch the workload for each replay, even where it serves replay sessions (one launch per side)");
   cmd->add_option("--keep", args->keep, "keep replay outputs and captures in this new directory");
   cmd->add_flag("--json", args->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd->add_option("--html", args->html,
@@ -83,6 +86,7 @@ void add_bisect(CLI::App& app, int& exit_status) {
     options.repeat = args->repeat;
     options.timeout_s = args->timeout;
     options.trust = args->trust;
+    options.launches = args->launches;
     if (!args->replay.empty()) {
       auto words = replay::split_words(args->replay);
       if (!words) throw Failure("--replay: " + words.error().message);

@@ -138,12 +138,36 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   for (const auto& p : r.replays) {
     nlohmann::json env = nlohmann::json::object();
     for (const auto& [key, value] : p.env) env[key] = value;
-    replays.push_back({{"stage", p.stage}, {"side", std::string(1, p.side)}, {"argv", p.argv}, {"env", env},
-                       {"seconds", p.seconds}, {"exit", p.exit}, {"outcome", p.outcome}});
+    replays.push_back({{"stage", p.stage},
+                       {"side", std::string(1, p.side)},
+                       {"argv", p.argv},
+                       {"env", env},
+                       {"seconds", p.seconds},
+                       {"exit", p.exit},
+                       {"outcome", p.outcome},
+                       {"via", p.request ? "request" : "launch"},
+                       {"launch", p.launch}});
     total += p.seconds;
   }
   j["replays"] = replays;
   j["replay_seconds"] = total;
+  nlohmann::json launches = nlohmann::json::array();
+  for (const auto& l : r.launches) {
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& [key, value] : l.env) env[key] = value;
+    launches.push_back({{"side", std::string(1, l.side)},
+                        {"stage", l.stage},
+                        {"session", l.session},
+                        {"argv", l.argv},
+                        {"env", env},
+                        {"requests", l.requests},
+                        {"seconds", l.seconds},
+                        {"outcome", l.outcome},
+                        {"why", l.why}});
+  }
+  j["launches"] = launches;
+  j["replay_mode"] = r.replay_mode;
+  j["replay_mode_why"] = r.replay_mode_why;
   j["notes"] = r.notes;
   stamp(j, bisect_schema);
   return j;
@@ -233,10 +257,30 @@ std::string bisect_to_text(const bisect::Report& r) {
   if (!r.replays.empty()) {
     double total = 0;
     for (const auto& p : r.replays) total += p.seconds;
-    o << "replays (" << r.replays.size() << ", " << seconds(total) << "):\n";
+    const std::size_t sessions = static_cast<std::size_t>(
+        std::count_if(r.launches.begin(), r.launches.end(), [](const bisect::Launch& l) { return l.session; }));
+    o << "replays (" << r.replays.size() << ", " << seconds(total) << "; "
+      << plural(static_cast<std::int64_t>(r.launches.size()), "launch", "launches");
+    if (sessions > 0) o << ", " << sessions << (sessions == 1 ? " of them a session" : " of them sessions");
+    o << ": " << r.replay_mode_why << "):\n";
     for (const auto& p : r.replays) {
-      o << "  " << p.stage << " " << p.side << "  " << seconds(p.seconds) << "  " << p.outcome << "  "
-        << replay_command_line(p) << "\n";
+      o << "  " << p.stage << " " << p.side << "  " << seconds(p.seconds) << "  " << p.outcome << "  ";
+      if (p.request) {
+        o << "request to session " << p.launch + 1 << ": ";
+        for (const auto& [key, value] : p.env) o << key << "=" << value << " ";
+        o << "\n";
+      } else {
+        o << replay_command_line(p) << "\n";
+      }
+    }
+    for (std::size_t i = 0; i < r.launches.size(); ++i) {
+      const auto& l = r.launches[i];
+      if (!l.session) continue;
+      o << "  session " << i + 1 << " (" << l.side << "): " << plural(l.requests, "request", "requests")
+        << " in " << seconds(l.seconds) << (l.why.empty() ? "" : " (fresh: " + l.why + ")") << "  ";
+      for (const auto& [key, value] : l.env) o << key << "=" << value << " ";
+      for (std::size_t k = 0; k < l.argv.size(); ++k) o << (k ? " " : "") << l.argv[k];
+      o << "\n";
     }
   }
   if (!r.notes.empty()) {
