@@ -9,6 +9,7 @@ set -u
 # json_valid, before the cd below (this file may be named relative to here).
 . "$(dirname "${BASH_SOURCE[0]}")/schema-lib.sh"
 
+E2E_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # before the cd below
 # dtrace keeps state in ./.dtrace/, so every test runs in a fresh temp directory,
 # never in the source or build tree.
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/dtrace-e2e.XXXXXX")
@@ -18,6 +19,8 @@ OUT=$WORK/stdout
 ERR=$WORK/stderr
 : >"$OUT"
 : >"$ERR"
+
+. "$E2E_LIB_DIR/replays-lib.sh"
 
 # A test that cannot run here for want of a dependency: status 77, which meson
 # counts as skipped. Under CI (CI=true, as .ci/run is run) a missing dependency

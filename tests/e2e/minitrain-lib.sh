@@ -4,9 +4,11 @@ set -euo pipefail
 : "${MINITRAIN:?set MINITRAIN to the minitrain binary}"
 : "${DTRACE:?set DTRACE to the dtrace binary}"
 . "$(dirname "${BASH_SOURCE[0]}")/schema-lib.sh"
+E2E_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # before the cd below
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/minitrain-e2e.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
+. "$E2E_LIB_DIR/replays-lib.sh"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
