@@ -1,0 +1,173 @@
+"""Post-mortem scripts in Python: run a dtrace command with --json, validate
+its document against the installed schema, and return it typed
+(dtrace.documents), with dtrace's exit status mapped as man/dtrace.1 EXIT
+STATUS says: 0 and 1 are results (``Diff.diverged``, ``Bisect.named``,
+``Check.certified``), 2 raises CommandError carrying dtrace's message.
+
+Which dtrace runs: the ``dtrace`` argument, else the DTRACE environment
+variable, else the binary this package was installed (or built) with, else
+``dtrace`` on PATH.
+
+    from dtrace import postmortem
+    d = postmortem.diff("nightly/a", "nightly/b")
+    if d.diverged:
+        b = postmortem.bisect(d.runs.a, d.runs.b, step=d.first.step, rank=d.first.rank, trust=True)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import json
+from typing import Any, Optional, Sequence, Union
+
+from . import documents, schemas
+from .documents import Bisect, Check, Diff, Show
+from .errors import CommandError, DocumentError
+
+try:
+    from . import _paths  # written by meson (build tree or install)
+except ImportError:
+    _paths = None
+
+Path = Union[str, "os.PathLike[str]"]
+Steps = Union[str, tuple[int, int]]
+
+# man/dtrace.1 EXIT STATUS: the statuses each command ends with when it printed
+# a document, and the verdicts that go with each (None: any). A verdict this
+# table does not know (a later minor version's) is taken as its status says.
+_VERDICTS: dict[str, dict[int, Optional[set[str]]]] = {
+    "diff": {0: {"identical"}, 1: {"diverged"}},
+    "bisect": {0: {"named", "restore", "data"},
+               1: {"not-reproduced", "not-localized", "diverged-earlier", "fast-forward"}},
+    "check": {0: {"certified"}, 1: {"violations"}},
+    "show": {0: None},
+}
+
+
+def find_dtrace(dtrace: Optional[Path] = None) -> str:
+    """The dtrace binary to run: ``dtrace``, else $DTRACE, else the one this
+    package goes with, else ``dtrace`` on PATH."""
+    if dtrace is not None:
+        return os.fspath(dtrace)
+    if os.environ.get("DTRACE"):
+        return os.environ["DTRACE"]
+    if _paths is not None and os.access(_paths.DTRACE, os.X_OK):
+        return _paths.DTRACE
+    found = shutil.which("dtrace")
+    if found:
+        return found
+    raise CommandError("no dtrace binary: pass dtrace=PATH, set DTRACE, or install dtrace", [], None)
+
+
+def diff(run_a: Path, run_b: Path, *, steps: Optional[Steps] = None, stream: bool = False,
+         html: Optional[Path] = None, dtrace: Optional[Path] = None, cwd: Optional[Path] = None) -> Diff:
+    """``dtrace diff --json RUN_A RUN_B``: ``diverged`` (exit 1) or not (exit 0)."""
+    args = [os.fspath(run_a), os.fspath(run_b)]
+    args += _steps(steps) + (["--stream"] if stream else []) + _path_option("--html", html)
+    return _report("diff", args, Diff, dtrace, cwd)
+
+
+def bisect(run_a: Optional[Path] = None, run_b: Optional[Path] = None, *, step: Optional[int] = None,
+           rank: Optional[int] = None, trust: bool = False, replay: Optional[str] = None,
+           repeat: Optional[int] = None, timeout: Optional[float] = None, launches: bool = False,
+           keep: Optional[Path] = None, html: Optional[Path] = None, dtrace: Optional[Path] = None,
+           cwd: Optional[Path] = None) -> Bisect:
+    """``dtrace bisect --json``: ``named`` (exit 0) or not (exit 1). Without
+    runs, the last diff's in ``cwd`` (./.dtrace/last-diff.json). ``trust``
+    runs the replay command the logs name, ``replay`` gives one (dtrace(1),
+    bisect, Safety); ``timeout`` is each replay's, in seconds."""
+    if (run_a is None) != (run_b is None):
+        raise ValueError("bisect: give both runs or neither (the last diff's)")
+    args = [os.fspath(run_a), os.fspath(run_b)] if run_a is not None and run_b is not None else []
+    args += _int_option("--step", step) + _int_option("--rank", rank) + _int_option("--repeat", repeat)
+    args += ["--timeout", _number(timeout)] if timeout is not None else []
+    args += ["--trust"] if trust else []
+    args += ["--replay", replay] if replay is not None else []
+    args += ["--launches"] if launches else []
+    args += _path_option("--keep", keep) + _path_option("--html", html)
+    return _report("bisect", args, Bisect, dtrace, cwd)
+
+
+def check(run: Path, *, dtrace: Optional[Path] = None, cwd: Optional[Path] = None) -> Check:
+    """``dtrace check --json RUN``: ``certified`` (exit 0) or not (exit 1)."""
+    return _report("check", [os.fspath(run)], Check, dtrace, cwd)
+
+
+def show(run: Path, *, step: Optional[int] = None, steps: Optional[Steps] = None, rank: Optional[int] = None,
+         dtrace: Optional[Path] = None, cwd: Optional[Path] = None) -> Show:
+    """``dtrace show --json RUN``: what the run holds, and with ``step``,
+    ``steps`` or ``rank`` the records selected."""
+    args = [os.fspath(run)] + _int_option("--step", step) + _steps(steps) + _int_option("--rank", rank)
+    return _report("show", args, Show, dtrace, cwd)
+
+
+def _report(command: str, args: list[str], cls: type, dtrace: Optional[Path], cwd: Optional[Path]) -> Any:
+    binary = find_dtrace(dtrace)
+    argv = [binary, command, *args, "--json"]
+    try:
+        done = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True)
+    except OSError as e:
+        raise CommandError(f"cannot run {binary}: {e.strerror or e}", argv, None) from e
+    stderr = done.stderr.decode("utf-8", errors="replace")
+    verdicts = _VERDICTS[command]
+    if done.returncode not in verdicts:
+        raise CommandError(_trouble(binary, done.returncode, stderr), argv, done.returncode, stderr)
+    try:
+        document = json.loads(done.stdout)
+    except ValueError as e:
+        raise DocumentError(f"{' '.join(argv)}: exited {done.returncode} and printed no JSON document ({e})",
+                            argv) from e
+    name = f"dtrace-{command}"
+    schemas.check_name(document, name, argv)
+    validated = schemas.validate(document, name, binary, argv)
+    try:
+        report = documents.from_json(cls, document, exit_status=done.returncode, argv=argv, stderr=stderr,
+                                     validated_against=validated)
+    except DocumentError as e:
+        raise DocumentError(f"{' '.join(argv)}: {e.message}", argv) from e
+    allowed = verdicts[done.returncode]
+    known = set().union(*(v for v in verdicts.values() if v))
+    verdict = getattr(report, "verdict", None)
+    if allowed is not None and verdict in known and verdict not in allowed:
+        raise DocumentError(f"{' '.join(argv)}: exited {done.returncode} with verdict {verdict!r}, "
+                            f"which dtrace(1) gives exit status {_status_of(verdicts, verdict)}", argv)
+    return report
+
+
+def _trouble(binary: str, status: int, stderr: str) -> str:
+    # dtrace's own message: from its first 'dtrace: error:' line on (a crashed
+    # replay's stderr tail follows it), else what ended it.
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("dtrace: error:"):
+            return "\n".join(lines[i:]).rstrip()
+    if status < 0:
+        return f"{binary} was killed by signal {-status}"
+    tail = [line for line in lines if line.strip()][-1:]
+    return f"{binary} exited {status}" + (f": {tail[0]}" if tail else "")
+
+
+def _status_of(verdicts: dict[int, Optional[set[str]]], verdict: str) -> int:
+    return next(status for status, known in verdicts.items() if known and verdict in known)
+
+
+def _steps(steps: Optional[Steps]) -> list[str]:
+    if steps is None:
+        return []
+    if isinstance(steps, tuple):
+        return ["--steps", f"{int(steps[0])}-{int(steps[1])}"]
+    return ["--steps", str(steps)]
+
+
+def _int_option(flag: str, value: Optional[int]) -> list[str]:
+    return [flag, str(int(value))] if value is not None else []
+
+
+def _path_option(flag: str, value: Optional[Path]) -> list[str]:
+    return [flag, os.fspath(value)] if value is not None else []
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

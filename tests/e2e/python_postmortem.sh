@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# The dtrace package's post-mortem helpers (docs/python.md) against the real
+# binary: minitrain runs that diverge (the split-K switch) and that do not,
+# diff / bisect / check / show through dtrace.postmortem, each result read
+# against the document the CLI prints itself; dtrace's exit status mapped (0/1
+# results, 2 raises with dtrace's message naming the file); which binary runs
+# (argument, DTRACE, the one the package goes with) and which schema validates
+# (the one installed beside that binary first); forward compatibility (a later
+# minor version's fields kept in `extra`, a major version refused); the same
+# checks without jsonschema; the package as `meson install` leaves it.
+# Python: TORCH_PYTHON as in torch-lib.sh (tools/test.sh's second pass), else
+# Debian's /usr/bin/python3.
+. "$(dirname "$0")/bisect-lib.sh"
+: "${BUILD_ROOT:?}" "${SOURCE_ROOT:?}" "${PREFIX:?}" "${PYTHON_DIR:?}"
+PY=${TORCH_PYTHON:-/usr/bin/python3}
+export PYTHONPATH="$BUILD_ROOT/python"
+# The package finds dtrace by itself (the build's, through _paths.py): the
+# variable meson sets for the other tests is set again only where a test says so.
+REAL=$DTRACE
+unset DTRACE
+# py: runs the Python on stdin with the runs' directory as cwd; an assert that
+# fails prints its message and fails the test.
+py() { "$PY" - "$@" || fail "the Python checks above failed"; }
+
+mt --steps 2 --ranks 2 --level step --nondet splitk --chaos-seed 1 --out a
+mt --steps 2 --ranks 2 --level step --nondet splitk --chaos-seed 2 --out b
+mt --steps 2 --ranks 2 --level step --nondet splitk --chaos-seed 1 --out a2
+"$REAL" diff --json a b >diff.json && fail "a and b did not diverge"
+"$REAL" show --json --step 1 --rank 1 a >show.json || fail "dtrace show"
+"$MINITRAIN" --print-planted splitk >planted.json
+HAVE_JSONSCHEMA=0
+"$PY" -c 'import jsonschema; jsonschema.Draft202012Validator' 2>/dev/null && HAVE_JSONSCHEMA=1
+[ "$HAVE_JSONSCHEMA" = 1 ] || [ "${TORCH_PYTHON:-}" ] || fail "/usr/bin/python3 has no jsonschema (tools/setup-deps.sh)"
+export HAVE_JSONSCHEMA REAL SOURCE_ROOT
+
+# diff: diverged (exit 1) and identical (exit 0), every field as the CLI's document has it.
+py <<'EOF'
+import json, os, dataclasses
+from dtrace import postmortem
+d = postmortem.diff("a", "b")
+want = json.load(open("diff.json"))
+assert d.exit_status == 1 and d.diverged, (d.exit_status, d.diverged)
+assert d.verdict == want["verdict"] == "diverged"
+assert d.argv[0] == os.environ["REAL"], d.argv      # the package's own dtrace: the build's
+for key in ("step", "rank", "seq", "scope", "op", "io", "name", "occurrence", "kind", "role", "detail",
+            "a_location", "b_location"):
+    assert getattr(d.first, key) == want["first"][key], (key, getattr(d.first, key), want["first"][key])
+assert d.first.a.hash == want["first"]["a"].get("hash") and d.first.b.shape == want["first"]["b"].get("shape")
+assert [(r.rank, r.step, r.scope, r.op) for r in d.ranks] == \
+       [(r["rank"], r["step"], r["scope"], r["op"]) for r in want["ranks"]]
+assert dataclasses.asdict(d.compared) == dict(want["compared"], extra={}), d.compared
+assert d.runs.a == want["runs"]["a"] and d.notes == want["notes"]
+schema = os.path.join(os.environ["SOURCE_ROOT"], "schemas", "dtrace-diff-1.schema.json")
+assert d.validated_against == (schema if os.environ["HAVE_JSONSCHEMA"] == "1" else None), d.validated_against
+same = postmortem.diff("a", "a2")
+assert same.exit_status == 0 and not same.diverged and same.verdict == "identical" and same.first is None
+assert same.ranks == [] and same.compared.step_count == 2
+EOF
+
+# bisect: the planted kernel named (exit 0) from the runs given, then exit 1
+# from the last diff (identical: nothing to bisect) in that directory.
+py <<'EOF'
+import json
+from dtrace import postmortem
+planted = json.load(open("planted.json"))
+b = postmortem.bisect("a", "b", trust=True)
+assert b.exit_status == 0 and b.named and b.verdict == "named", (b.exit_status, b.verdict, b.reached)
+assert (b.culprit.op, b.culprit.scope, b.culprit.role) == (planted["op"], planted["scope"], "origin"), b.culprit
+assert b.step == b.culprit.step == 0 and b.ranks_replayed == [0, 1]
+assert b.evidence.distinct_outputs >= 2 and b.evidence.elements_differing > 0, b.evidence
+assert len(b.replays) >= 8 and all(r.exit == 0 and r.via in ("launch", "request") for r in b.replays)
+assert b.launches and all(0 <= r.launch < len(b.launches) for r in b.replays)
+assert b.replay_mode in ("sessions", "launches", "mixed") and "[layer] replaying A" in b.stderr
+postmortem.diff("a", "a2")
+n = postmortem.bisect(trust=True)
+assert n.exit_status == 1 and not n.named and n.culprit is None and n.evidence is None, (n.exit_status, n.verdict)
+assert "nothing to bisect" in n.reached, n.reached
+EOF
+
+# check: certified (exit 0), and a rank's file gone (exit 1, the violation named).
+mkdir half && cp a/rank0.jsonl half/
+py <<'EOF'
+from dtrace import postmortem
+c = postmortem.check("a")
+assert c.exit_status == 0 and c.certified and c.verdict == "certified" and c.violations == []
+assert c.world_size == 2 and c.step_range == [0, 1], (c.world_size, c.step_range)
+h = postmortem.check("half")
+assert h.exit_status == 1 and not h.certified and h.verdict == "violations"
+assert [v.kind for v in h.violations] == ["rank-absent"] and h.violations[0].rank == 1, h.violations
+assert h.violation_counts == {"rank-absent": 1} and h.violation_total == 1
+EOF
+
+# show: the selected records, as the CLI's document lists them.
+py <<'EOF'
+import json
+from dtrace import postmortem
+s = postmortem.show("a", step=1, rank=1)
+want = json.load(open("show.json"))
+assert s.exit_status == 0 and s.ranks_present == 2 and s.header.level == "step" and s.complete
+assert (s.selection.step, s.selection.rank) == (1, 1), s.selection
+assert [(r.seq, r.scope, r.op, r.name, r.hash, r.bits, r.location) for r in s.selected] == \
+       [(r["seq"], r["scope"], r["op"], r["name"], r.get("hash"), r.get("bits"), r["location"]) for r in want["selected"]]
+assert len(s.selected) > 1 and all(r.step == 1 and r.rank == 1 for r in s.selected)
+EOF
+
+# Exit status 2: CommandError with dtrace's message, naming the file and line,
+# or a crashed replay's stderr tail after it (not bisect's progress before it).
+printf '#!/bin/sh\necho "the replay broke" >&2\necho "at its last line" >&2\nexit 3\n' >crash.sh
+chmod +x crash.sh
+mkdir bad && cp a/rank1.jsonl bad/ && { sed -n 1,2p a/rank0.jsonl; echo '{"step":0,"rank":0,'; sed -n '3,$p' a/rank0.jsonl; } >bad/rank0.jsonl
+py <<'EOF'
+from dtrace import postmortem, CommandError, Error
+for call, where in ((lambda: postmortem.diff("a", "missing"), "missing"),
+                    (lambda: postmortem.diff("a", "bad"), "bad/rank0.jsonl:3"),
+                    (lambda: postmortem.check("bad"), "bad/rank0.jsonl:3"),
+                    (lambda: postmortem.bisect("a", "b"), "--trust"),
+                    (lambda: postmortem.bisect("a", "b", replay="./crash.sh"), "exit 3; its stderr ends with:\n"
+                                                                               "the replay broke\nat its last line")):
+    try:
+        call()
+    except CommandError as e:
+        assert isinstance(e, Error) and e.exit_status == 2, e.exit_status
+        assert e.message.startswith("dtrace: error:") and where in e.message, e.message
+        assert str(e) == e.message and e.stderr.rstrip().endswith(e.message) and "info:" not in e.message
+    else:
+        raise AssertionError(f"no CommandError naming {where}")
+EOF
+
+# Which dtrace runs: the argument, else DTRACE, else the package's own; one
+# that cannot run raises. Each wrapper logs its name, then runs the real one.
+mkdir -p bin prefix/bin prefix/share/dtrace
+for w in bin/by-arg bin/by-env prefix/bin/dtrace; do
+  printf '#!/bin/sh\necho %s >>"%s/called"\nexec "%s" "$@"\n' "$w" "$WORK" "$REAL" >"$w"
+  chmod +x "$w"
+done
+# The schema beside a binary validates its documents, before the package's own:
+# this one allows only "identical", so the wrapper's diverged diff is refused.
+jq '.properties.verdict.enum = ["identical"]' "$SOURCE_ROOT/schemas/dtrace-diff-1.schema.json" \
+  >prefix/share/dtrace/dtrace-diff-1.schema.json
+py <<'EOF'
+import os
+from dtrace import postmortem, CommandError, DocumentError
+called = lambda: open("called").read().split()
+os.environ["DTRACE"] = os.path.abspath("bin/by-env")
+postmortem.check("a", dtrace="bin/by-arg")
+assert called() == ["bin/by-arg"], called()
+c = postmortem.check("a")
+assert called() == ["bin/by-arg", "bin/by-env"] and c.argv[0].endswith("bin/by-env"), called()
+del os.environ["DTRACE"]
+try:
+    postmortem.check("a", dtrace="bin/none")
+except CommandError as e:
+    assert e.exit_status is None and "bin/none" in e.message, e.message
+else:
+    raise AssertionError("a dtrace that cannot run raised nothing")
+if os.environ["HAVE_JSONSCHEMA"] == "1":
+    same = postmortem.diff("a", "a2", dtrace="prefix/bin/dtrace")
+    assert same.validated_against == os.path.abspath("prefix/share/dtrace/dtrace-diff-1.schema.json"), \
+        same.validated_against
+    try:
+        postmortem.diff("a", "b", dtrace="prefix/bin/dtrace")
+    except DocumentError as e:
+        assert "prefix/share/dtrace/dtrace-diff-1.schema.json" in e.message and "verdict" in e.message, e.message
+    else:
+        raise AssertionError("the schema beside the binary was not the one used")
+EOF
+
+# Documents a newer or another dtrace might print: a later minor version's
+# fields are kept in `extra` (top level and nested), a new major version and a
+# document that breaks the schema are refused, and so is a verdict that
+# contradicts the exit status. EDIT is a jq filter the wrapper applies; STATUS
+# the status it exits with (dtrace's when empty).
+cat >bin/edit <<EOF
+#!/bin/sh
+"$REAL" "\$@" >"$WORK/real.json"; status=\$?
+jq -c "\$EDIT" "$WORK/real.json" || exit 3
+exit \${STATUS:-\$status}
+EOF
+chmod +x bin/edit
+cat >compat.py <<'EOF'
+import os, sys
+if sys.argv[1:] == ["without-jsonschema"]:
+    sys.modules["jsonschema"] = None      # import jsonschema raises ImportError
+from dtrace import postmortem, DocumentError
+def run(edit, status="", runs=("a", "b")):
+    os.environ["EDIT"], os.environ["STATUS"] = edit, status
+    return postmortem.diff(*runs, dtrace="bin/edit")
+def refused(edit, status="", runs=("a", "b"), says=()):
+    try:
+        run(edit, status, runs)
+    except DocumentError as e:
+        assert all(s in e.message for s in says) and "bin/edit diff" in e.message, (edit, e.message)
+    else:
+        raise AssertionError(f"{edit!r} (exit {status or 'as dtrace'}) was not refused")
+newer = run('.schema_version = "1.99" | .coverage = {"ranks": 2} | .first.provenance = "x" '
+            '| .ranks[0].provenance = "y" | .compared.bytes = 7')
+assert newer.diverged and newer.schema_version == "1.99" and newer.extra == {"coverage": {"ranks": 2}}, newer.extra
+assert newer.first.extra == {"provenance": "x"} and newer.ranks[0].extra == {"provenance": "y"}
+assert newer.compared.extra == {"bytes": 7} and newer.first.step == run(".").first.step
+older = run("del(.first.ulp)")     # a field the schema does not require may be absent
+assert older.first.ulp is None
+refused('.schema_version = "2.0"', says=("version '2.0'", "dtrace-diff 1.x"))
+refused('.schema = "dtrace-show"', says=("'dtrace-show'",))
+refused("del(.compared)", says=("compared",))
+refused('.first.step = "zero"', says=("first", "step"))
+refused(".", status="0", says=("exited 0 with verdict 'diverged'", "exit status 1"))
+refused(".", status="1", runs=("a", "a2"), says=("exited 1 with verdict 'identical'",))
+refused('"not an object"', says=("not an object",))
+if sys.argv[1:] == ["without-jsonschema"]:
+    # A verdict a later minor version adds: its exit status says what it means
+    # (with jsonschema, this package's schema refuses it: a newer dtrace's is
+    # installed beside it and used instead).
+    later = run('.verdict = "diverged-somehow"')
+    assert later.diverged and later.verdict == "diverged-somehow"
+print("validated_against", newer.validated_against)
+EOF
+py <compat.py 2>&1 | tee compat.out
+[ "$HAVE_JSONSCHEMA" = 0 ] || grep -q "validated_against $SOURCE_ROOT/schemas/dtrace-diff-1.schema.json" compat.out ||
+  fail "jsonschema did not validate the newer document"
+# Without jsonschema: not validated as a whole, every field read still checked.
+"$PY" compat.py without-jsonschema >compat.out 2>&1 || { cat compat.out >&2; fail "the checks without jsonschema"; }
+grep -q "validated_against None" compat.out || fail "without jsonschema: $(cat compat.out)"
+
+# As `meson install` leaves it: beside dtrace_torch, its _paths.py naming the
+# installed dtrace and schemas, and (relocated, as a DESTDIR package is) it
+# imports and runs the dtrace it is given.
+meson install -C "$BUILD_ROOT" --destdir "$WORK/root" --no-rebuild --quiet >/dev/null || fail "meson install"
+site="$WORK/root$PYTHON_DIR"
+[ -f "$site/dtrace/postmortem.py" ] && [ -f "$site/dtrace_torch/__init__.py" ] || fail "dtrace not installed in $PYTHON_DIR"
+grep -qx "DTRACE = \"$PREFIX/bin/dtrace\"" "$site/dtrace/_paths.py" &&
+  grep -qx "SCHEMAS = \"$PREFIX/share/dtrace\"" "$site/dtrace/_paths.py" || fail "installed _paths.py: $(cat "$site/dtrace/_paths.py")"
+[ -f "$WORK/root$PREFIX/share/dtrace/dtrace-bisect-1.schema.json" ] || fail "no installed schemas"
+PYTHONPATH="$site" "$PY" - "$site" <<'EOF' || fail "the installed package"
+import sys
+from dtrace import postmortem
+assert postmortem.__file__.startswith(sys.argv[1]), postmortem.__file__
+assert postmortem.check("a", dtrace="bin/by-arg").certified
+EOF
+echo ok
