@@ -7,7 +7,8 @@
 # (argument, DTRACE, the one the package goes with) and which schema validates
 # (the one installed beside that binary first); forward compatibility (a later
 # minor version's fields kept in `extra`, a major version refused); the same
-# checks without jsonschema; the package as `meson install` leaves it.
+# checks without jsonschema; every schema field a dataclass field; docs/python.md's
+# example script as written; the package as `meson install` leaves it.
 # Python: TORCH_PYTHON as in torch-lib.sh (tools/test.sh's second pass), else
 # Debian's /usr/bin/python3.
 . "$(dirname "$0")/bisect-lib.sh"
@@ -32,6 +33,42 @@ HAVE_JSONSCHEMA=0
 "$PY" -c 'import jsonschema; jsonschema.Draft202012Validator' 2>/dev/null && HAVE_JSONSCHEMA=1
 [ "$HAVE_JSONSCHEMA" = 1 ] || [ "${TORCH_PYTHON:-}" ] || fail "/usr/bin/python3 has no jsonschema (tools/setup-deps.sh)"
 export HAVE_JSONSCHEMA REAL SOURCE_ROOT
+
+# Every field each schema lists is a field of its dataclass, down every nested
+# object: a field added to a schema without its dataclass fails here (readers
+# still get it in `extra`, but typed is the point).
+py <<'EOF'
+import dataclasses, json, os, typing
+from dtrace import documents
+def objects(node, root):
+    # The object schemas a property's value may be: through $ref, anyOf/oneOf, array items.
+    if "$ref" in node:
+        node = root["$defs"][node["$ref"].split("/")[-1]]
+    found = [node] if "properties" in node else []
+    for key in ("anyOf", "oneOf"):
+        for option in node.get(key, []):
+            found += objects(option, root)
+    if isinstance(node.get("items"), dict):
+        found += objects(node["items"], root)
+    return found
+def classes(hint):
+    if dataclasses.is_dataclass(hint):
+        return [hint]
+    return [c for a in typing.get_args(hint) for c in classes(a)]
+def covered(cls, node, root, path):
+    hints = typing.get_type_hints(cls)
+    for name, sub in node["properties"].items():
+        assert name in hints, f"{path}.{name}: in the schema, not in {cls.__name__}"
+        for inner in classes(hints[name]):
+            subs = objects(sub, root)
+            assert subs, f"{path}.{name}: {inner.__name__} where the schema has no object"
+            for o in subs:
+                covered(inner, o, root, f"{path}.{name}")
+for name, cls in (("diff", documents.Diff), ("bisect", documents.Bisect), ("check", documents.Check),
+                  ("show", documents.Show)):
+    root = json.load(open(os.path.join(os.environ["SOURCE_ROOT"], "schemas", f"dtrace-{name}-1.schema.json")))
+    covered(cls, root, root, name)
+EOF
 
 # diff: diverged (exit 1) and identical (exit 0), every field as the CLI's document has it.
 py <<'EOF'
@@ -214,12 +251,27 @@ if sys.argv[1:] == ["without-jsonschema"]:
     assert later.diverged and later.verdict == "diverged-somehow"
 print("validated_against", newer.validated_against)
 EOF
-py <compat.py 2>&1 | tee compat.out
+"$PY" compat.py >compat.out 2>&1 || { cat compat.out >&2; fail "the checks with jsonschema"; }
 [ "$HAVE_JSONSCHEMA" = 0 ] || grep -q "validated_against $SOURCE_ROOT/schemas/dtrace-diff-1.schema.json" compat.out ||
   fail "jsonschema did not validate the newer document"
 # Without jsonschema: not validated as a whole, every field read still checked.
 "$PY" compat.py without-jsonschema >compat.out 2>&1 || { cat compat.out >&2; fail "the checks without jsonschema"; }
 grep -q "validated_against None" compat.out || fail "without jsonschema: $(cat compat.out)"
+
+# docs/python.md's example script, as written there: exit 1 naming the planted
+# kernel, 0 on identical runs, 2 with dtrace's message on a missing run.
+awk '/<!-- nightly.py/ {f = 1; next} f && /^```python/ {g = 1; next} g && /^```/ {exit} g' \
+  "$SOURCE_ROOT/docs/python.md" >nightly.py
+[ -s nightly.py ] || fail "no nightly.py in docs/python.md"
+got=0; "$PY" nightly.py a b >nightly.out 2>&1 || got=$?
+[ "$got" = 1 ] || { cat nightly.out >&2; fail "nightly.py a b exited $got"; }
+grep -qx "culprit: $(jq -r '.scope + " " + .op' planted.json) at step 0, rank 0 (confirmed)" nightly.out &&
+  grep -qx "diverged at step 0, rank 0: $(jq -r '.first | "\(.scope) \(.op) \(.name) (\(.role))"' diff.json)" nightly.out ||
+  fail "nightly.py a b: $(cat nightly.out)"
+got=0; "$PY" nightly.py a a2 >nightly.out 2>&1 || got=$?
+[ "$got" = 0 ] && grep -qx "identical over steps 0-1, 2 ranks" nightly.out || fail "nightly.py a a2 ($got): $(cat nightly.out)"
+got=0; "$PY" nightly.py a missing >nightly.out 2>&1 || got=$?
+[ "$got" = 2 ] && grep -q "^cannot compare: dtrace: error: missing: " nightly.out || fail "nightly.py a missing ($got): $(cat nightly.out)"
 
 # As `meson install` leaves it: beside dtrace_torch, its _paths.py naming the
 # installed dtrace and schemas, and (relocated, as a DESTDIR package is) it
