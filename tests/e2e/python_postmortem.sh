@@ -92,6 +92,9 @@ assert d.validated_against == (schema if os.environ["HAVE_JSONSCHEMA"] == "1" el
 same = postmortem.diff("a", "a2")
 assert same.exit_status == 0 and not same.diverged and same.verdict == "identical" and same.first is None
 assert same.ranks == [] and same.compared.step_count == 2
+window = postmortem.diff("a", "b", steps=(1, 1))
+assert window.compared.steps == [1, 1] and window.first.step == 1, (window.compared, window.first.step)
+assert postmortem.diff("a", "b", steps="1-").compared.steps == [1, 1]
 EOF
 
 # bisect: the planted kernel named (exit 0) from the runs given, then exit 1
@@ -100,7 +103,8 @@ py <<'EOF'
 import json
 from dtrace import postmortem
 planted = json.load(open("planted.json"))
-b = postmortem.bisect("a", "b", trust=True)
+b = postmortem.bisect("a", "b", trust=True, timeout=60.5)
+assert b.argv[-4:] == ["--timeout", "60.5", "--trust", "--json"], b.argv
 assert b.exit_status == 0 and b.named and b.verdict == "named", (b.exit_status, b.verdict, b.reached)
 assert (b.culprit.op, b.culprit.scope, b.culprit.role) == (planted["op"], planted["scope"], "origin"), b.culprit
 assert b.step == b.culprit.step == 0 and b.ranks_replayed == [0, 1]
@@ -138,6 +142,9 @@ assert (s.selection.step, s.selection.rank) == (1, 1), s.selection
 assert [(r.seq, r.scope, r.op, r.name, r.hash, r.bits, r.location) for r in s.selected] == \
        [(r["seq"], r["scope"], r["op"], r["name"], r.get("hash"), r.get("bits"), r["location"]) for r in want["selected"]]
 assert len(s.selected) > 1 and all(r.step == 1 and r.rank == 1 for r in s.selected)
+w = postmortem.show("a", steps=(0, 0))
+assert w.selection.steps == [0, 0] and {r.step for r in w.selected} == {0}, w.selection
+assert {r.rank for r in w.selected} == {0, 1}
 EOF
 
 # Exit status 2: CommandError with dtrace's message, naming the file and line,
