@@ -12,6 +12,7 @@ and every object keeps the keys this package does not know in ``extra``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -25,11 +26,11 @@ def _extra() -> Any:
     return field(default_factory=dict, repr=False)
 
 
-def _run(default: Any = None, factory: Any = dataclasses.MISSING) -> Any:
+def _run(default: Any = None, factory: Any = dataclasses.MISSING, shown: bool = True) -> Any:
     # A field set from the command's run, not read from the document.
     if factory is not dataclasses.MISSING:
-        return field(default_factory=factory, metadata={"run": True})
-    return field(default=default, metadata={"run": True})
+        return field(default_factory=factory, metadata={"run": True}, repr=shown)
+    return field(default=default, metadata={"run": True}, repr=shown)
 
 
 # --- shared --------------------------------------------------------------------
@@ -55,7 +56,7 @@ class Report:
     schema_version: str
     exit_status: int = _run(0)
     argv: list[str] = _run(factory=list)
-    stderr: str = _run("")
+    stderr: str = _run("", shown=False)
     validated_against: Optional[str] = _run(None)
     extra: dict[str, Any] = _extra()
 
@@ -479,7 +480,7 @@ def _convert(hint: Any, value: Any, path: str, run: dict[str, Any]) -> Any:
 def _object(cls: type, value: Any, path: str, run: dict[str, Any]) -> Any:
     if not isinstance(value, dict):
         raise DocumentError(f"{_where(path)}: expected an object, got {_json_type(value)}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     known: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name == "extra":
@@ -495,6 +496,12 @@ def _object(cls: type, value: Any, path: str, run: dict[str, Any]) -> Any:
             raise DocumentError(f"{inner}: missing")
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**known, extra={k: v for k, v in value.items() if k not in names or k == "extra"})
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    # Resolved once per class: a bisect document holds a Replay per replay.
+    return typing.get_type_hints(cls)
 
 
 def _scalar(hint: Any, value: Any, path: str) -> Any:

@@ -16,11 +16,11 @@ variable, else the binary this package was installed (or built) with, else
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
-import json
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 from . import documents, schemas
 from .documents import Bisect, Check, Diff, Show
