@@ -106,34 +106,57 @@ def show(run: Path, *, step: Optional[int] = None, steps: Optional[Steps] = None
 def _report(command: str, args: list[str], cls: type, dtrace: Optional[Path], cwd: Optional[Path]) -> Any:
     binary = find_dtrace(dtrace)
     argv = [binary, command, *args, "--json"]
-    try:
-        done = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True)
-    except OSError as e:
-        raise CommandError(f"cannot run {binary}: {e.strerror or e}", argv, None) from e
-    stderr = done.stderr.decode("utf-8", errors="replace")
+    status, stdout, stderr = _execute(argv, cwd)
     verdicts = _VERDICTS[command]
-    if done.returncode not in verdicts:
-        raise CommandError(_trouble(binary, done.returncode, stderr), argv, done.returncode, stderr)
+    if status not in verdicts:
+        raise CommandError(_trouble(binary, status, stderr), argv, status, stderr)
     try:
-        document = json.loads(done.stdout)
+        document = json.loads(stdout)
     except ValueError as e:
-        raise DocumentError(f"{' '.join(argv)}: exited {done.returncode} and printed no JSON document ({e})",
-                            argv) from e
+        raise DocumentError(f"{' '.join(argv)}: exited {status} and printed no JSON document ({e})", argv) from e
     name = f"dtrace-{command}"
     schemas.check_name(document, name, argv)
     validated = schemas.validate(document, name, binary, argv)
     try:
-        report = documents.from_json(cls, document, exit_status=done.returncode, argv=argv, stderr=stderr,
+        report = documents.from_json(cls, document, exit_status=status, argv=argv, stderr=stderr,
                                      validated_against=validated)
     except DocumentError as e:
         raise DocumentError(f"{' '.join(argv)}: {e.message}", argv) from e
-    allowed = verdicts[done.returncode]
+    allowed = verdicts[status]
     known = set().union(*(v for v in verdicts.values() if v))
     verdict = getattr(report, "verdict", None)
     if allowed is not None and verdict in known and verdict not in allowed:
-        raise DocumentError(f"{' '.join(argv)}: exited {done.returncode} with verdict {verdict!r}, "
+        raise DocumentError(f"{' '.join(argv)}: exited {status} with verdict {verdict!r}, "
                             f"which dtrace(1) gives exit status {_status_of(verdicts, verdict)}", argv)
     return report
+
+
+def _execute(argv: list[str], cwd: Optional[Path]) -> tuple[int, bytes, str]:
+    # dtrace's status, stdout and stderr. Not subprocess.run: interrupted (a
+    # notebook's interrupt signals the kernel alone, not dtrace), run() sends
+    # SIGKILL, which dtrace cannot catch, and bisect's replay would outlive it.
+    # SIGTERM makes dtrace end its replays and exit (dtrace(1)), and it is
+    # waited for, a while, before the interruption goes on.
+    try:
+        process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+    except OSError as e:
+        raise CommandError(f"cannot run {argv[0]}: {e.strerror or e}", argv, None) from e
+    with process:
+        try:
+            stdout, stderr = process.communicate()
+        except BaseException:
+            process.terminate()
+            try:
+                process.communicate(timeout=_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            raise
+    return process.returncode, stdout, stderr.decode("utf-8", errors="replace")
+
+
+# How long an interrupted dtrace may take to end its replays before it is killed.
+_STOP_SECONDS = 30
 
 
 def _trouble(binary: str, status: int, stderr: str) -> str:

@@ -171,6 +171,34 @@ for call, where in ((lambda: postmortem.diff("a", "missing"), "missing"),
         raise AssertionError(f"no CommandError naming {where}")
 EOF
 
+# Interrupted (KeyboardInterrupt: a notebook's interrupt signals the Python
+# alone), the helper stops dtrace so that dtrace ends its replay, and the
+# interruption goes on: no replay is left running.
+printf '#!/bin/sh\necho $$ >"%s/hang.pid"\nexec sleep 300\n' "$WORK" >hang.sh
+chmod +x hang.sh
+# A background job of a script starts with SIGINT ignored: Python's handler back.
+"$PY" - >interrupted.out 2>&1 <<'EOF' &
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from dtrace import postmortem
+try:
+    postmortem.bisect("a", "b", replay="./hang.sh")
+except KeyboardInterrupt:
+    print("interrupted")
+EOF
+py_pid=$!
+waited=0
+while [ ! -s hang.pid ]; do
+  [ "$waited" -lt 600 ] || fail "the replay did not start within 30 s"
+  sleep 0.05
+  waited=$((waited + 1))
+done
+kill -INT "$py_pid"
+wait "$py_pid" || fail "the interrupted Python exited $?: $(cat interrupted.out)"
+grep -qx interrupted interrupted.out || fail "no KeyboardInterrupt: $(cat interrupted.out)"
+stat=$(cat "/proc/$(cat hang.pid)/stat" 2>/dev/null) && case "${stat##*) }" in Z*) ;; *)
+  kill "$(cat hang.pid)"; fail "the replay (pid $(cat hang.pid)) outlived the interrupted bisect" ;; esac
+
 # Which dtrace runs: the argument, else DTRACE, else the package's own; one
 # that cannot run raises. Each wrapper logs its name, then runs the real one.
 mkdir -p bin prefix/bin prefix/share/dtrace
