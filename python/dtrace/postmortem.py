@@ -4,6 +4,8 @@ its document against the installed schema, and return it typed
 STATUS says: 0 and 1 are results (``Diff.diverged``, ``Bisect.named``,
 ``Check.certified``), 2 raises CommandError carrying dtrace's message.
 
+``read`` types a document saved earlier, as they type theirs.
+
 Which dtrace runs: the ``dtrace`` argument, else the DTRACE environment
 variable, else the binary this package was installed (or built) with, else
 ``dtrace`` on PATH.
@@ -23,7 +25,7 @@ import subprocess
 from typing import Any, Optional, Union
 
 from . import documents, schemas
-from .documents import Bisect, Check, Diff, Show
+from .documents import Bisect, Check, Diff, Show  # the types the helpers return
 from .errors import CommandError, DocumentError
 
 try:
@@ -66,7 +68,7 @@ def diff(run_a: Path, run_b: Path, *, steps: Optional[Steps] = None, stream: boo
     """``dtrace diff --json RUN_A RUN_B``: ``diverged`` (exit 1) or not (exit 0)."""
     args = [os.fspath(run_a), os.fspath(run_b)]
     args += _steps(steps) + (["--stream"] if stream else []) + _path_option("--html", html)
-    return _report("diff", args, Diff, dtrace, cwd)
+    return _report("diff", args, dtrace, cwd)
 
 
 def bisect(run_a: Optional[Path] = None, run_b: Optional[Path] = None, *, step: Optional[int] = None,
@@ -87,12 +89,12 @@ def bisect(run_a: Optional[Path] = None, run_b: Optional[Path] = None, *, step: 
     args += ["--replay", replay] if replay is not None else []
     args += ["--launches"] if launches else []
     args += _path_option("--keep", keep) + _path_option("--html", html)
-    return _report("bisect", args, Bisect, dtrace, cwd)
+    return _report("bisect", args, dtrace, cwd)
 
 
 def check(run: Path, *, dtrace: Optional[Path] = None, cwd: Optional[Path] = None) -> Check:
     """``dtrace check --json RUN``: ``certified`` (exit 0) or not (exit 1)."""
-    return _report("check", [os.fspath(run)], Check, dtrace, cwd)
+    return _report("check", [os.fspath(run)], dtrace, cwd)
 
 
 def show(run: Path, *, step: Optional[int] = None, steps: Optional[Steps] = None, rank: Optional[int] = None,
@@ -100,33 +102,79 @@ def show(run: Path, *, step: Optional[int] = None, steps: Optional[Steps] = None
     """``dtrace show --json RUN``: what the run holds, and with ``step``,
     ``steps`` or ``rank`` the records selected."""
     args = [os.fspath(run)] + _int_option("--step", step) + _steps(steps) + _int_option("--rank", rank)
-    return _report("show", args, Show, dtrace, cwd)
+    return _report("show", args, dtrace, cwd)
 
 
-def _report(command: str, args: list[str], cls: type, dtrace: Optional[Path], cwd: Optional[Path]) -> Any:
+def read(source: Union[Path, dict[str, Any]], *, exit_status: Optional[int] = None) -> Any:
+    """A document saved from ``dtrace diff|bisect|check|show --json`` (a file,
+    or its parsed JSON), typed as the helpers return it: ``Diff``, ``Bisect``,
+    ``Check`` or ``Show`` by the schema it names. ``exit_status`` is the status
+    the command exited with, when it was saved; else the one dtrace(1) gives
+    the verdict (a verdict this package does not know, from a later minor
+    version, needs it). ``argv`` is empty; validated against the package's
+    schema. A file that cannot be opened raises OSError."""
+    where = "the document"
+    if not isinstance(source, dict):
+        where = os.fspath(source)
+        with open(where, "rb") as f:
+            try:
+                source = json.load(f)
+            except ValueError as e:
+                raise DocumentError(f"{where}: not a JSON document ({e})") from e
+    name = source.get("schema") if isinstance(source, dict) else None
+    command = name[len("dtrace-"):] if isinstance(name, str) and name.startswith("dtrace-") else None
+    if command not in _CLASSES:
+        raise DocumentError(f"{where}: names schema {name!r}; this package reads "
+                            + ", ".join(f"dtrace-{c}" for c in _CLASSES))
+    verdicts = _VERDICTS[command]
+    if exit_status is None:
+        verdict = source.get("verdict")
+        exit_status = 0 if verdicts == {0: None} else next(
+            (status for status, known in verdicts.items() if known and verdict in known), None)
+        if exit_status is None:
+            raise DocumentError(f"{where}: verdict {verdict!r} is not one this package knows the exit status "
+                                f"of (a later version's?): pass exit_status")
+    elif exit_status not in verdicts:
+        raise ValueError(f"exit_status {exit_status}: dtrace {command} prints a document only with "
+                         + " or ".join(map(str, verdicts)))
+    return _typed(command, source, exit_status, [], "", None, where)
+
+
+_CLASSES = {"diff": Diff, "bisect": Bisect, "check": Check, "show": Show}
+
+
+def _report(command: str, args: list[str], dtrace: Optional[Path], cwd: Optional[Path]) -> Any:
     binary = find_dtrace(dtrace)
     argv = [binary, command, *args, "--json"]
     status, stdout, stderr = _execute(argv, cwd)
-    verdicts = _VERDICTS[command]
-    if status not in verdicts:
+    if status not in _VERDICTS[command]:
         raise CommandError(_trouble(binary, status, stderr), argv, status, stderr)
     try:
         document = json.loads(stdout)
     except ValueError as e:
         raise DocumentError(f"{' '.join(argv)}: exited {status} and printed no JSON document ({e})", argv) from e
+    return _typed(command, document, status, argv, stderr, binary, " ".join(argv))
+
+
+def _typed(command: str, document: Any, status: int, argv: list[str], stderr: str, binary: Optional[str],
+           where: str) -> Any:
+    # The document checked (its schema's name and major version, the schema,
+    # each field read, the verdict against the status) and typed. `where`
+    # names it in errors: the command, or the file it was read from.
     name = f"dtrace-{command}"
-    schemas.check_name(document, name, argv)
-    validated = schemas.validate(document, name, binary, argv)
+    schemas.check_name(document, name, where, argv)
+    validated = schemas.validate(document, name, binary, where, argv)
     try:
-        report = documents.from_json(cls, document, exit_status=status, argv=argv, stderr=stderr,
+        report = documents.from_json(_CLASSES[command], document, exit_status=status, argv=argv, stderr=stderr,
                                      validated_against=validated)
     except DocumentError as e:
-        raise DocumentError(f"{' '.join(argv)}: {e.message}", argv) from e
+        raise DocumentError(f"{where}: {e.message}", argv) from e
+    verdicts = _VERDICTS[command]
     allowed = verdicts[status]
     known = set().union(*(v for v in verdicts.values() if v))
     verdict = getattr(report, "verdict", None)
     if allowed is not None and verdict in known and verdict not in allowed:
-        raise DocumentError(f"{' '.join(argv)}: exited {status} with verdict {verdict!r}, "
+        raise DocumentError(f"{where}: exited {status} with verdict {verdict!r}, "
                             f"which dtrace(1) gives exit status {_status_of(verdicts, verdict)}", argv)
     return report
 

@@ -27,22 +27,23 @@ except ImportError:
 MAJOR = 1
 
 
-def check_name(document: Any, name: str, argv: list[str]) -> None:
+def check_name(document: Any, name: str, where: str, argv: list[str]) -> None:
     """The document is a JSON object naming schema ``name`` (dtrace-diff, ...)
-    at major version 1, the one this package reads."""
+    at major version 1, the one this package reads. ``where`` names the
+    document in the error (the command, or its file), ``argv`` the command."""
     if not isinstance(document, dict):
-        raise DocumentError(f"{' '.join(argv)}: printed JSON that is not an object", argv)
+        raise DocumentError(f"{where}: JSON, but not an object", argv)
     got, version = document.get("schema"), document.get("schema_version")
     if got != name or not isinstance(version, str) or version.split(".")[0] != str(MAJOR):
-        raise DocumentError(f"{' '.join(argv)}: the document names schema {got!r} version {version!r}; "
+        raise DocumentError(f"{where}: the document names schema {got!r} version {version!r}; "
                             f"this package reads {name} {MAJOR}.x", argv)
 
 
-def schema_file(name: str, binary: str) -> Optional[str]:
+def schema_file(name: str, binary: Optional[str]) -> Optional[str]:
     """The schema file for ``name``: beside ``binary``'s installation, else the
     one this package was built with; None when neither exists."""
     places = []
-    found = shutil.which(binary)
+    found = shutil.which(binary) if binary else None
     if found:
         prefix = os.path.dirname(os.path.dirname(os.path.realpath(found)))
         places.append(os.path.join(prefix, "share", "dtrace"))
@@ -55,9 +56,10 @@ def schema_file(name: str, binary: str) -> Optional[str]:
     return None
 
 
-def validate(document: Any, name: str, binary: str, argv: list[str]) -> Optional[str]:
-    """Validates the document against schema ``name``'s file; returns that
-    file, or None when it could not validate (no jsonschema, no file). Raises
+def validate(document: Any, name: str, binary: Optional[str], where: str, argv: list[str]) -> Optional[str]:
+    """Validates the document against schema ``name``'s file (beside
+    ``binary``, the dtrace that printed it, when known); returns that file, or
+    None when it could not validate (no jsonschema, no file). Raises
     DocumentError listing what does not hold."""
     try:
         import jsonschema
@@ -72,5 +74,5 @@ def validate(document: Any, name: str, binary: str, argv: list[str]) -> Optional
     errors = sorted(validator(schema).iter_errors(document), key=lambda e: [str(p) for p in e.path])
     if errors:
         lines = [f"{'/'.join(map(str, e.path)) or '(document)'}: {e.message[:300]}" for e in errors[:5]]
-        raise DocumentError(f"{' '.join(argv)}: the document does not follow {path}:\n  " + "\n  ".join(lines), argv)
+        raise DocumentError(f"{where}: the document does not follow {path}:\n  " + "\n  ".join(lines), argv)
     return path

@@ -30,6 +30,7 @@ mt --steps 2 --ranks 2 --level step --nondet splitk --chaos-seed 2 --out b
 mt --steps 2 --ranks 2 --level step --nondet splitk --chaos-seed 1 --out a2
 "$REAL" diff --json a b >diff.json && fail "a and b did not diverge"
 "$REAL" show --json --step 1 --rank 1 a >show.json || fail "dtrace show"
+"$REAL" bisect --trust --json a b >bisect.json || fail "dtrace bisect a b"
 "$MINITRAIN" --print-planted splitk >planted.json
 "$PY" -c 'import jsonschema; jsonschema.Draft202012Validator' 2>/dev/null ||
   fail "$PY has no jsonschema 4 (tools/setup-deps.sh installs python3-jsonschema); the checks without it run below"
@@ -146,6 +147,38 @@ assert len(s.selected) > 1 and all(r.step == 1 and r.rank == 1 for r in s.select
 w = postmortem.show("a", steps=(0, 0))
 assert w.selection.steps == [0, 0] and {r.step for r in w.selected} == {0}, w.selection
 assert {r.rank for r in w.selected} == {0, 1}
+EOF
+
+# read: documents saved from the CLI, typed as the helpers type them, the exit
+# status the one dtrace(1) gives their verdict, or the one given.
+echo '{"schema": "dtrace-diff",' >cut.json
+py <<'EOF'
+import dataclasses, json
+from dtrace import postmortem, DocumentError
+d = postmortem.read("diff.json")
+assert d == dataclasses.replace(postmortem.diff("a", "b"), argv=[], stderr=""), d
+assert d.diverged and d.exit_status == 1 and d.argv == [] and d.validated_against.endswith("dtrace-diff-1.schema.json")
+b = postmortem.read("bisect.json")
+assert isinstance(b, postmortem.Bisect) and b.named and b.culprit.op == json.load(open("planted.json"))["op"]
+s = postmortem.read(json.load(open("show.json")))
+assert isinstance(s, postmortem.Show) and s.exit_status == 0 and s.selection.step == 1
+later = dict(json.load(open("diff.json")), verdict="diverged-somehow")
+for source, status, says in (("cut.json", None, "cut.json: not a JSON document"),
+                             (dict(later, schema="dtrace-env"), None, "names schema 'dtrace-env'"),
+                             (later, None, "verdict 'diverged-somehow'"),
+                             ("diff.json", 0, "diff.json: exited 0 with verdict 'diverged'")):
+    try:
+        postmortem.read(source, exit_status=status)
+    except DocumentError as e:
+        assert says in e.message, (says, e.message)
+    else:
+        raise AssertionError(f"read {says}: no DocumentError")
+try:
+    postmortem.read("diff.json", exit_status=2)     # trouble prints no document
+except ValueError as e:
+    assert "0 or 1" in str(e), e
+else:
+    raise AssertionError("read with exit status 2: no ValueError")
 EOF
 
 # Exit status 2: CommandError with dtrace's message, naming the file and line,
@@ -327,7 +360,6 @@ EOF
 # (diff's, and a bisect's) through the helpers, from a stand-in dtrace that
 # prints one and exits as dtrace did; and dtrace's trouble as CommandError.
 if [ -n "${TORCH_PYTHON:-}" ]; then
-  "$REAL" bisect --trust --json a b >bisect.json || fail "dtrace bisect a b"
   printf '#!/bin/sh\n[ -z "$SAVED" ] || cat "$SAVED"\n[ -z "$SAYS" ] || echo "$SAYS" >&2\nexit "$STATUS"\n' >bin/saved
   chmod +x bin/saved
   "$TORCH_PYTHON" - <<'EOF' || fail "$TORCH_PYTHON: the helpers on saved documents"
