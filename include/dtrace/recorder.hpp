@@ -34,6 +34,7 @@
 // other languages: one implementation of the protocol.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -184,6 +185,12 @@ struct RunOptions {
   // positions). Not written when replica_groups is empty.
   std::vector<std::vector<int>> replica_groups;
   std::vector<std::string> per_rank_state = {"rng", "data"};
+  // The program serves replay sessions (ReplaySession below): the header's
+  // replay.protocol says "dtrace-replay/1.2", and dtrace bisect then starts it
+  // once per side and sends it its replays as requests. Set it only in a
+  // program that calls ReplaySession::from_environment() and serves what it
+  // returns; unset, the header says 1.1 and every replay is a launch.
+  bool serves_sessions = false;
 };
 
 // One record of the capture that DTRACE_INPUTS names (this rank's, of the
@@ -317,6 +324,81 @@ class Recorder {
   Recorder() = default;
   virtual void push_scope(std::string_view part) = 0;
   virtual void pop_scope() = 0;
+};
+
+// A replay session (dtrace-replay/1.2, man/dtrace-fp.5 "Replay sessions"):
+// dtrace starts the program once with DTRACE_SESSION=dir and
+// DTRACE_REPLAY_STEP=N, and sends it its replays one after another as request
+// files dir/request.K.json, each holding the DTRACE_* variables a launch of
+// that replay would get. The program serves each request as such a launch
+// would (Recorder::open with the request, the same files), calls done(), and
+// waits for the next, until the end request. A program serving sessions:
+//
+//   auto session = dtrace::ReplaySession::from_environment({rank});
+//   if (!session) { ...a normal run or a launched replay... }
+//   while (auto request = session->next()) {
+//     restore step N: from the checkpoint when session->first_step_request(),
+//     else from the copy kept in memory (an isolation needs neither);
+//     auto recorder = dtrace::Recorder::open(options, *request);  // options.serves_sessions
+//     ...run the step, or the isolated layer or op...;
+//     recorder.reset();  // every file of the request written and closed
+//     session->done();
+//   }
+//   return 0;  // after the end request
+//
+// Status files: next() writes each rank's "running PID" in the request's
+// DTRACE_OUT_DIR at once (the Recorder then refreshes the same file), so a
+// process that exits while serving the request, even before it opens a
+// Recorder, leaves "exit CODE TIME" there; done() writes "done TIME", after
+// which nothing (not the exit 0 after the end request) rewrites that file.
+class ReplaySession {
+ public:
+  // Null without DTRACE_SESSION (an empty value counts as unset). `ranks`: the
+  // ranks this process runs (its status files). Throws
+  // RecorderError(environment) when DTRACE_SESSION is not a directory or
+  // DTRACE_REPLAY_STEP is missing or not a step number.
+  static std::unique_ptr<ReplaySession> from_environment(std::vector<int> ranks);
+  // The same from given variables (tests, programs that read their own).
+  static std::unique_ptr<ReplaySession> from_variables(
+      const std::map<std::string, std::string>& variables, std::vector<int> ranks);
+  ~ReplaySession();
+  ReplaySession(const ReplaySession&) = delete;
+  ReplaySession& operator=(const ReplaySession&) = delete;
+
+  // Waits for the next request (looking every 10 ms) and returns it, built by
+  // ReplayRequest::from_variables from the request's env alone (a variable not
+  // in it is unset, whatever the process environment says); nullopt at the
+  // end request. Throws RecorderError naming the request file when it is not a
+  // request (bad JSON, another number, no DTRACE_OUT_DIR), Kind::environment
+  // when its variables are bad or its DTRACE_REPLAY_STEP is not the session's,
+  // Kind::order when the previous request was not done(), and Kind::io after
+  // `timeout` without a request (unset: wait for ever; dtrace kills the
+  // session's processes when it gives up).
+  std::optional<ReplayRequest> next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Writes "done TIME" as each rank's status in the request's DTRACE_OUT_DIR:
+  // the answer is complete. Call it after every Recorder of the request is
+  // destroyed (its log and capture index closed) and everything else the
+  // request writes (kernels.rank<r>.json) is written. Kind::order without a
+  // request being served.
+  void done();
+
+  // DTRACE_REPLAY_STEP of the session: the step every request replays or names.
+  std::int64_t step() const;
+  const std::string& directory() const;
+  // The number of the request being served (or last served); -1 before the first.
+  std::int64_t request_number() const;
+  // True while serving a step replay (DTRACE_REPLAY_STEP without
+  // DTRACE_ISOLATE) that is the session's first: it restores step N as a launch
+  // does (nearest checkpoint, fast-forward, the fast-forwarded steps recorded
+  // under DTRACE_FAST_FORWARD=step), and the program keeps the state at the
+  // start of step N. Every later step replay starts from that kept state, with
+  // nothing fast-forwarded or recorded before step N.
+  bool first_step_request() const;
+
+ private:
+  struct State;
+  explicit ReplaySession(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 // A scope that is a no-op when there is no recorder (null): code that runs

@@ -41,7 +41,10 @@ namespace fs = std::filesystem;
 using recording::CaptureIndex;
 using recording::LogSink;
 
+// What the header's replay.protocol announces: 1.2 (replay sessions, served
+// through ReplaySession) only when the program says it serves them.
 constexpr std::string_view kReplayProtocol = "dtrace-replay/1.1";
+constexpr std::string_view kSessionProtocol = "dtrace-replay/1.2";
 
 log::Io to_log_io(RecordIo io) {
   switch (io) {
@@ -117,7 +120,7 @@ std::string header_line(const RunOptions& options, Level level, bool own_file) {
     std::error_code ec;
     const fs::path cwd =
         options.replay_cwd.empty() ? fs::current_path(ec) : fs::path(options.replay_cwd);
-    header["replay"] = {{"argv", options.replay_argv}, {"protocol", kReplayProtocol}};
+    header["replay"] = {{"argv", options.replay_argv}, {"protocol", options.serves_sessions ? kSessionProtocol : kReplayProtocol}};
     if (!ec) header["replay"]["cwd"] = cwd.string();
   }
   if (own_file) header["rank"] = options.rank;
@@ -178,7 +181,7 @@ class RankRecorder final : public Recorder {
       create_directory(*status_dir, request.out_dir   ? "DTRACE_OUT_DIR"
                                     : request.run_dir ? "DTRACE_RUN_DIR"
                                                       : "run directory");
-      status_.emplace((fs::path(*status_dir) / (rank_name + ".status")).string());
+      status_.emplace(recording::status_path(*status_dir, rank_));
     }
     if (request.capture) {
       create_directory(*request.capture, "DTRACE_CAPTURE");

@@ -5,7 +5,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <filesystem>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -31,11 +34,38 @@ void write_line(int fd, const char* text) {
   (void)!::pwrite(fd, line, sizeof line, 0);
 }
 
-// Every open status file of the process, for the exit handler. Never freed:
-// on_exit handlers may run after static destructors of other translation units.
+std::string normal(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute.lexically_normal().string();
+}
+
+std::int64_t now_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+}  // namespace
+
+struct StatusFile::Entry {
+  std::string key;  // the normalised path
+  int fd = -1;
+  // Set once the file says "done": nothing writes it again.
+  std::atomic<bool> finished{false};
+  ~Entry() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+namespace {
+
+// Every unfinished status file of the process, for the exit handler. Never
+// freed: on_exit handlers may run after static destructors of other
+// translation units.
 struct OpenFiles {
   std::mutex mutex;
-  std::vector<int> fds;
+  std::vector<std::shared_ptr<StatusFile::Entry>> entries;
 };
 
 OpenFiles& open_files() {
@@ -50,29 +80,41 @@ OpenFiles& open_files() {
 void write_exit_status(int code, void*) {
   OpenFiles& files = open_files();
   std::lock_guard lock(files.mutex);
-  timespec now{};
-  ::clock_gettime(CLOCK_REALTIME, &now);
   char text[64];
-  std::snprintf(text, sizeof text, "exit %d %lld", code,
-                static_cast<long long>(now.tv_sec) * 1'000'000'000 + now.tv_nsec);
-  for (int fd : files.fds) write_line(fd, text);
+  std::snprintf(text, sizeof text, "exit %d %lld", code, static_cast<long long>(now_ns()));
+  for (const auto& entry : files.entries) {
+    if (!entry->finished) write_line(entry->fd, text);
+  }
 }
 
 }  // namespace
 
+std::string status_path(const std::string& dir, int rank) {
+  return (std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".status")).string();
+}
+
 StatusFile::StatusFile(const std::string& path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw RecorderError(path + ": cannot create the rank's status file: " + std::strerror(errno));
-  }
   static std::once_flag registered;
   std::call_once(registered, [] { ::on_exit(write_exit_status, nullptr); });
-  char text[32];
-  std::snprintf(text, sizeof text, "running %ld", static_cast<long>(::getpid()));
-  write_line(fd_, text);
+  const std::string key = normal(path);
   OpenFiles& files = open_files();
   std::lock_guard lock(files.mutex);
-  files.fds.push_back(fd_);
+  for (const auto& entry : files.entries) {
+    if (entry->key == key) entry_ = entry;
+  }
+  if (!entry_) {
+    auto entry = std::make_shared<Entry>();
+    entry->key = key;
+    entry->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (entry->fd < 0) {
+      throw RecorderError(path + ": cannot create the rank's status file: " + std::strerror(errno));
+    }
+    files.entries.push_back(entry);
+    entry_ = std::move(entry);
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "running %ld", static_cast<long>(::getpid()));
+  write_line(entry_->fd, text);
 }
 
 // The descriptor stays open (and registered) for the exit handler: a recorder
@@ -81,10 +123,39 @@ StatusFile::StatusFile(const std::string& path) {
 StatusFile::~StatusFile() = default;
 
 void StatusFile::progress(std::int64_t step, std::int64_t seq) {
+  if (entry_->finished) return;
   char text[kLineWidth + 1];
   std::snprintf(text, sizeof text, "running %ld %lld %lld", static_cast<long>(::getpid()),
                 static_cast<long long>(step), static_cast<long long>(seq));
-  write_line(fd_, text);
+  write_line(entry_->fd, text);
+}
+
+void finish_status(const std::string& path) {
+  const std::string key = normal(path);
+  std::shared_ptr<StatusFile::Entry> entry;
+  {
+    OpenFiles& files = open_files();
+    std::lock_guard lock(files.mutex);
+    auto it = std::find_if(files.entries.begin(), files.entries.end(),
+                           [&](const auto& e) { return e->key == key; });
+    if (it != files.entries.end()) {
+      entry = *it;
+      files.entries.erase(it);
+    }
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "done %lld", static_cast<long long>(now_ns()));
+  if (entry) {
+    entry->finished = true;
+    write_line(entry->fd, text);
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw RecorderError(path + ": cannot write the rank's status file: " + std::strerror(errno));
+  }
+  write_line(fd, text);
+  ::close(fd);
 }
 
 }  // namespace dtrace::recording

@@ -9,9 +9,16 @@
 // hangs), and "exit CODE TIME" when the process exits normally (glibc's on_exit
 // hands over the code; TIME orders ranks that fail together). A process killed by a signal cannot write: it leaves
 // "running" with a PID that is gone, which dtrace reads as a failure too.
+//
+// In a replay session (dtrace-replay/1.2) one process answers many requests,
+// each in its own directory: a status file is finished with "done TIME" when
+// the request is answered (finish_status), and from then on the exit handler
+// leaves it alone, so the session's exit 0 (or a failure in a later request)
+// lands only in the directory of the request being served.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace dtrace::recording {
@@ -29,8 +36,21 @@ class StatusFile {
   // that cannot be refreshed must not stop the training it describes.
   void progress(std::int64_t step, std::int64_t seq);
 
+  struct Entry;
+
  private:
-  int fd_ = -1;
+  // Shared by every StatusFile of one path in this process (a session writes
+  // "running" before the request's Recorder opens the same file).
+  std::shared_ptr<Entry> entry_;
 };
+
+// <dir>/rank<r>.status: the one place its name is spelled.
+std::string status_path(const std::string& dir, int rank);
+
+// Writes "done TIME" to `path` (dtrace-fp(5), "Replay sessions") and stops
+// every StatusFile of it: no later progress or exit line reaches the file.
+// Creates the file when this process has none open. Throws RecorderError
+// when it cannot be written.
+void finish_status(const std::string& path);
 
 }  // namespace dtrace::recording

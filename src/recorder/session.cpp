@@ -1,0 +1,184 @@
+// A replay session, the workload's side (dtrace-replay/1.2, man/dtrace-fp.5
+// "Replay sessions"; include/dtrace/recorder.hpp, ReplaySession).
+//
+// The request's variables become a ReplayRequest through
+// ReplayRequest::from_variables, the one rule for what a replay may ask, so a
+// request is refused exactly where the same variables in a launch's
+// environment would be. The status files are the recorder's
+// (recorder/status.hpp): next() opens each rank's in the request's directory
+// before the program does anything for the request, so the exit handler
+// reports a failure there, and done() finishes them.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "dtrace/recorder.hpp"
+#include "recorder/status.hpp"
+
+namespace dtrace {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = RecorderError::Kind;
+
+// Between looks for the next request: nothing next to a replay (dtrace-fp(5)).
+constexpr auto kPollInterval = std::chrono::milliseconds(10);
+
+std::optional<std::string> lookup(const std::map<std::string, std::string>& variables,
+                                  const char* name) {
+  auto it = variables.find(name);
+  if (it == variables.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, std::string> process_variables() {
+  std::map<std::string, std::string> variables;
+  for (const char* name : {"DTRACE_SESSION", "DTRACE_REPLAY_STEP"}) {
+    if (const char* value = std::getenv(name)) variables.emplace(name, value);
+  }
+  return variables;
+}
+
+}  // namespace
+
+struct ReplaySession::State {
+  std::string dir;
+  std::int64_t step = 0;
+  std::vector<int> ranks;
+  std::int64_t next = 0;       // the number of the request to wait for
+  bool serving = false;        // request next-1 is being served
+  bool ended = false;          // the end request was read
+  bool seen_step_replay = false;
+  bool first_step_request = false;
+  std::optional<std::string> out_dir;  // of the request being served
+  std::vector<std::unique_ptr<recording::StatusFile>> statuses;
+};
+
+ReplaySession::ReplaySession(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ReplaySession::~ReplaySession() = default;
+
+std::unique_ptr<ReplaySession> ReplaySession::from_environment(std::vector<int> ranks) {
+  return from_variables(process_variables(), std::move(ranks));
+}
+
+std::unique_ptr<ReplaySession> ReplaySession::from_variables(
+    const std::map<std::string, std::string>& variables, std::vector<int> ranks) {
+  const auto dir = lookup(variables, "DTRACE_SESSION");
+  if (!dir) return nullptr;
+  std::error_code ec;
+  if (!fs::is_directory(*dir, ec)) {
+    throw RecorderError("DTRACE_SESSION=" + *dir + ": not a directory (the session's, where requests arrive)",
+                        Kind::environment);
+  }
+  const auto text = lookup(variables, "DTRACE_REPLAY_STEP");
+  if (!text) {
+    throw RecorderError("DTRACE_SESSION=" + *dir + " needs DTRACE_REPLAY_STEP, the step the session replays",
+                        Kind::environment);
+  }
+  // The request rules read the step: one spelling of what a step number is.
+  const ReplayRequest launch = ReplayRequest::from_variables({{"DTRACE_REPLAY_STEP", *text}});
+  if (ranks.empty()) throw RecorderError("a replay session needs the ranks this process runs", Kind::argument);
+  for (int rank : ranks) {
+    if (rank < 0) throw RecorderError("rank " + std::to_string(rank) + " is negative", Kind::argument);
+  }
+  auto state = std::make_unique<State>();
+  state->dir = *dir;
+  state->step = *launch.step;
+  state->ranks = std::move(ranks);
+  return std::unique_ptr<ReplaySession>(new ReplaySession(std::move(state)));
+}
+
+std::optional<ReplayRequest> ReplaySession::next(std::optional<std::chrono::milliseconds> timeout) {
+  State& s = *state_;
+  if (s.serving) {
+    throw RecorderError("ReplaySession::next() while request " + std::to_string(s.next - 1) +
+                            " is not done (call done() first)",
+                        Kind::order);
+  }
+  if (s.ended) return std::nullopt;
+  const std::string path = (fs::path(s.dir) / ("request." + std::to_string(s.next) + ".json")).string();
+  const auto started = std::chrono::steady_clock::now();
+  for (std::error_code ec; !fs::exists(path, ec);) {
+    if (timeout && std::chrono::steady_clock::now() - started >= *timeout) {
+      throw RecorderError(path + ": no request after " + std::to_string(timeout->count()) + " ms");
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  // dtrace renames a complete file into place: what exists is whole.
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw RecorderError(path + ": cannot read the request");
+  const auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& why) -> RecorderError {
+    return RecorderError(path + ": not a replay request: " + why);
+  };
+  if (json.is_discarded() || !json.is_object()) throw bad("not a JSON object");
+  const auto number = json.find("request");
+  if (number == json.end() || !number->is_number_integer() || number->get<std::int64_t>() != s.next) {
+    throw bad("\"request\" is not " + std::to_string(s.next));
+  }
+  if (const auto end = json.find("end"); end != json.end()) {
+    if (!end->is_boolean()) throw bad("\"end\" is not true or false");
+    if (end->get<bool>()) {
+      s.ended = true;
+      return std::nullopt;
+    }
+  }
+  const auto env = json.find("env");
+  if (env == json.end() || !env->is_object()) throw bad("no \"env\" object");
+  std::map<std::string, std::string> variables;
+  for (const auto& [name, value] : env->items()) {
+    if (!value.is_string()) throw bad("env " + name + " is not a string");
+    variables[name] = value.get<std::string>();
+  }
+  // Only the request's variables: one the process's environment holds and
+  // the request lacks is unset for this request (dtrace-fp(5)).
+  ReplayRequest request;
+  try {
+    request = ReplayRequest::from_variables(variables);
+  } catch (const RecorderError& e) {
+    throw RecorderError(path + ": " + e.what(), e.kind());
+  }
+  if (!request.out_dir) throw bad("no DTRACE_OUT_DIR (every request names its directory)");
+  if (request.step != s.step) {
+    throw RecorderError(path + ": DTRACE_REPLAY_STEP=" +
+                            (request.step ? std::to_string(*request.step) : std::string("(unset)")) +
+                            ": this session replays step " + std::to_string(s.step),
+                        Kind::environment);
+  }
+  std::error_code ec;
+  fs::create_directories(*request.out_dir, ec);
+  if (!fs::is_directory(*request.out_dir, ec)) {
+    throw RecorderError("DTRACE_OUT_DIR " + *request.out_dir + " (" + path + "): cannot create directory");
+  }
+  s.statuses.clear();
+  for (int rank : s.ranks) {
+    s.statuses.push_back(
+        std::make_unique<recording::StatusFile>(recording::status_path(*request.out_dir, rank)));
+  }
+  const bool step_replay = request.step && !request.isolate;
+  s.first_step_request = step_replay && !s.seen_step_replay;
+  s.seen_step_replay = s.seen_step_replay || step_replay;
+  s.out_dir = request.out_dir;
+  s.serving = true;
+  ++s.next;
+  return request;
+}
+
+void ReplaySession::done() {
+  State& s = *state_;
+  if (!s.serving) throw RecorderError("ReplaySession::done() without a request being served", Kind::order);
+  for (int rank : s.ranks) recording::finish_status(recording::status_path(*s.out_dir, rank));
+  s.statuses.clear();
+  s.serving = false;
+}
+
+std::int64_t ReplaySession::step() const { return state_->step; }
+const std::string& ReplaySession::directory() const { return state_->dir; }
+std::int64_t ReplaySession::request_number() const { return state_->next - 1; }
+bool ReplaySession::first_step_request() const { return state_->serving && state_->first_step_request; }
+
+}  // namespace dtrace

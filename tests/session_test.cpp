@@ -1,0 +1,292 @@
+// dtrace::ReplaySession (dtrace-replay/1.2, man/dtrace-fp.5 "Replay sessions"):
+// request files written by hand, as dtrace's runner writes them (another name,
+// then a rename), from a test thread or before the call.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "dtrace/recorder.hpp"
+#include "recorder_support.hpp"
+
+using dtrace::Level;
+using dtrace::Recorder;
+using dtrace::RecorderError;
+using dtrace::RecordIo;
+using dtrace::ReplayRequest;
+using dtrace::ReplaySession;
+using test_support::file_text;
+using test_support::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Variables = std::map<std::string, std::string>;
+
+// Request K with these variables, complete once it exists (written, then renamed).
+void write_request(const std::string& session, std::int64_t k, const nlohmann::json& body) {
+  nlohmann::json request = body;
+  request["request"] = k;
+  const std::string final_path = session + "/request." + std::to_string(k) + ".json";
+  dtrace::test::write_text(final_path + ".tmp", request.dump());
+  fs::rename(final_path + ".tmp", final_path);
+}
+
+void write_env_request(const std::string& session, std::int64_t k, const Variables& env) {
+  write_request(session, k, {{"env", env}});
+}
+
+void write_end(const std::string& session, std::int64_t k) {
+  write_request(session, k, {{"end", true}});
+}
+
+std::unique_ptr<ReplaySession> open_session(const std::string& dir, std::vector<int> ranks = {0},
+                                            const std::string& step = "3") {
+  fs::create_directories(dir);
+  return ReplaySession::from_variables({{"DTRACE_SESSION", dir}, {"DTRACE_REPLAY_STEP", step}},
+                                       std::move(ranks));
+}
+
+Variables step_replay(const std::string& out_dir, const std::string& level = "layer") {
+  return {{"DTRACE_REPLAY_STEP", "3"},
+          {"DTRACE_LEVEL", level},
+          {"DTRACE_OUT_DIR", out_dir},
+          {"DTRACE_OUT", out_dir + "/replay.jsonl"}};
+}
+
+std::string status_of(const std::string& out_dir, int rank = 0) {
+  return file_text(out_dir + "/rank" + std::to_string(rank) + ".status");
+}
+
+// One replayed step, as a program serving the request records it.
+void serve(const dtrace::RunOptions& options, const ReplayRequest& request, float value) {
+  auto recorder = Recorder::open(options, request);
+  recorder->begin_step(3);
+  {
+    auto layer = recorder->scope("fwd");
+    const std::vector<float> x(4, value);
+    recorder->tensor(Level::layer, "fwd", RecordIo::out, "x", test_support::view(x, {4}));
+  }
+  recorder->end_step();
+}
+
+}  // namespace
+
+TEST_CASE("a session serves its requests in order, each answered in its own directory, done last") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  auto session = open_session(session_dir, {0, 1});
+  REQUIRE(session);
+  CHECK(session->step() == 3);
+  CHECK(session->request_number() == -1);
+  auto options = test_support::options_for(dir / "run", 0, 2);
+  options.serves_sessions = true;
+  options.replay_argv = {"train", "--steps", "9"};
+
+  // dtrace writes each request only after the previous one is done: the
+  // writer thread waits for both ranks' done before it writes the next.
+  std::thread dtrace_side([&] {
+    for (int k = 0; k < 3; ++k) {
+      const std::string out_dir = dir / ("answer-" + std::to_string(k));
+      write_env_request(session_dir, k, step_replay(out_dir));
+      for (int rank = 0; rank < 2; ++rank) {
+        while (!fs::exists(out_dir + "/rank" + std::to_string(rank) + ".status") ||
+               !status_of(out_dir, rank).starts_with("done ")) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }
+    }
+    write_end(session_dir, 3);
+  });
+  int served = 0;
+  while (auto request = session->next(std::chrono::seconds(30))) {
+    const std::string out_dir = dir / ("answer-" + std::to_string(served));
+    CHECK(session->request_number() == served);
+    CHECK(request->out_dir == out_dir);
+    // From the moment the request is read, each rank's status says running.
+    for (int rank = 0; rank < 2; ++rank) {
+      CHECK(status_of(out_dir, rank).starts_with("running " + std::to_string(::getpid())));
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      options.rank = rank;
+      serve(options, *request, static_cast<float>(served));
+    }
+    CHECK(status_of(out_dir, 1).starts_with("running "));  // not done before done()
+    session->done();
+    CHECK(status_of(out_dir, 0).starts_with("done "));
+    ++served;
+  }
+  dtrace_side.join();
+  CHECK(served == 3);
+  CHECK_FALSE(session->next());  // the end stays the end
+  for (int k = 0; k < 3; ++k) {
+    const std::string out_dir = dir / ("answer-" + std::to_string(k));
+    const auto run = test_support::read_run(out_dir);
+    REQUIRE(run.steps.size() == 2);
+    CHECK(run.reader->header().replay["protocol"] == "dtrace-replay/1.2");
+    for (int rank = 0; rank < 2; ++rank) CHECK(status_of(out_dir, rank).starts_with("done "));
+  }
+}
+
+TEST_CASE("a request's variables replace the process environment's") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  auto session = open_session(session_dir);
+  ::setenv("DTRACE_SCOPE", "fwd/layer.9", 1);
+  ::setenv("DTRACE_LEVEL", "kernel", 1);
+  write_env_request(session_dir, 0, step_replay(dir / "a", "step"));
+  const auto request = session->next(std::chrono::seconds(5));
+  ::unsetenv("DTRACE_SCOPE");
+  ::unsetenv("DTRACE_LEVEL");
+  REQUIRE(request);
+  CHECK(request->level == Level::step);
+  CHECK(request->scope.empty());
+  CHECK(request->step == 3);
+  CHECK(request->record_fast_forward == false);
+  session->done();
+  // The next request's variables, not the last one's.
+  write_env_request(session_dir, 1,
+                    {{"DTRACE_REPLAY_STEP", "3"}, {"DTRACE_OUT_DIR", dir / "b"},
+                     {"DTRACE_FAST_FORWARD", "step"}, {"DTRACE_CAPTURE", dir / "cap"},
+                     {"DTRACE_SCOPE", "fwd/layer.1"}});
+  const auto second = session->next(std::chrono::seconds(5));
+  REQUIRE(second);
+  CHECK_FALSE(second->level);
+  CHECK(second->scope == "fwd/layer.1");
+  CHECK(second->capture == dir / "cap");
+  CHECK(second->record_fast_forward);
+}
+
+TEST_CASE("the first step replay of a session is the one that restores from the checkpoint") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  auto session = open_session(session_dir);
+  const Variables isolate{{"DTRACE_REPLAY_STEP", "3"}, {"DTRACE_OUT_DIR", dir / "i"},
+                          {"DTRACE_ISOLATE", "fwd/layer.1"}, {"DTRACE_INPUTS", dir / "cap"},
+                          {"DTRACE_REPEAT", "2"}};
+  write_env_request(session_dir, 0, isolate);
+  write_env_request(session_dir, 1, step_replay(dir / "s1"));
+  write_env_request(session_dir, 2, step_replay(dir / "s2"));
+  std::vector<bool> first;
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(session->next(std::chrono::seconds(5)));
+    first.push_back(session->first_step_request());
+    session->done();
+  }
+  CHECK(first == std::vector<bool>{false, true, false});
+  CHECK_FALSE(session->first_step_request());  // nothing being served
+}
+
+TEST_CASE("a request that is not one is refused, naming its file") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  const std::string file = session_dir + "/request.0.json";
+  auto refused = [&](const std::string& text, const std::string& why,
+                     RecorderError::Kind kind = RecorderError::Kind::io) {
+    auto session = open_session(session_dir);
+    dtrace::test::write_text(file, text);
+    try {
+      session->next(std::chrono::seconds(5));
+      FAIL("accepted " << text);
+    } catch (const RecorderError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).starts_with(file + ": "));
+      CHECK(std::string(e.what()).find(why) != std::string::npos);
+      CHECK(e.kind() == kind);
+    }
+    fs::remove(file);
+  };
+  refused("{\"request\":0,\"env\":", "not a JSON object");
+  refused("[0]", "not a JSON object");
+  refused("{\"request\":1,\"env\":{}}", "\"request\" is not 0");
+  refused("{\"request\":0}", "no \"env\" object");
+  refused("{\"request\":0,\"env\":{\"DTRACE_LEVEL\":2}}", "DTRACE_LEVEL is not a string");
+  refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"3\"}}", "no DTRACE_OUT_DIR");
+  refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"3\",\"DTRACE_OUT_DIR\":\"/tmp/x\","
+          "\"DTRACE_LEVEL\":\"fine\"}}",
+          "DTRACE_LEVEL=fine: not one of", RecorderError::Kind::environment);
+  refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"4\",\"DTRACE_OUT_DIR\":\"/tmp/x\"}}",
+          "DTRACE_REPLAY_STEP=4: this session replays step 3", RecorderError::Kind::environment);
+  refused("{\"request\":0,\"env\":{\"DTRACE_OUT_DIR\":\"/tmp/x\"}}",
+          "DTRACE_REPLAY_STEP=(unset)", RecorderError::Kind::environment);
+}
+
+TEST_CASE("a session is opened only under DTRACE_SESSION, with its step") {
+  TempDir dir;
+  CHECK_FALSE(ReplaySession::from_variables({{"DTRACE_REPLAY_STEP", "3"}}, {0}));
+  CHECK_FALSE(ReplaySession::from_variables({{"DTRACE_SESSION", ""}}, {0}));
+  auto kind_of = [](const Variables& variables, std::vector<int> ranks = {0}) {
+    try {
+      ReplaySession::from_variables(variables, std::move(ranks));
+    } catch (const RecorderError& e) {
+      return e.kind();
+    }
+    FAIL("accepted");
+    return RecorderError::Kind::io;
+  };
+  CHECK(kind_of({{"DTRACE_SESSION", dir / "none"}, {"DTRACE_REPLAY_STEP", "3"}}) ==
+        RecorderError::Kind::environment);
+  CHECK(kind_of({{"DTRACE_SESSION", dir.root()}}) == RecorderError::Kind::environment);
+  CHECK(kind_of({{"DTRACE_SESSION", dir.root()}, {"DTRACE_REPLAY_STEP", "x"}}) ==
+        RecorderError::Kind::environment);
+  CHECK(kind_of({{"DTRACE_SESSION", dir.root()}, {"DTRACE_REPLAY_STEP", "3"}}, {}) ==
+        RecorderError::Kind::argument);
+}
+
+TEST_CASE("requests and done must alternate") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  auto session = open_session(session_dir);
+  CHECK_THROWS_AS(session->done(), RecorderError);
+  write_env_request(session_dir, 0, step_replay(dir / "a"));
+  REQUIRE(session->next(std::chrono::seconds(5)));
+  try {
+    session->next(std::chrono::seconds(1));
+    FAIL("a second request before done");
+  } catch (const RecorderError& e) {
+    CHECK(e.kind() == RecorderError::Kind::order);
+  }
+  session->done();
+  CHECK_THROWS_AS(session->next(std::chrono::milliseconds(30)), RecorderError);  // none came
+}
+
+TEST_CASE("a process that fails in a request leaves its exit code in that request's directory") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  fs::create_directories(session_dir);
+  write_env_request(session_dir, 0, step_replay(dir / "a"));
+  write_env_request(session_dir, 1, step_replay(dir / "b"));
+  write_env_request(session_dir, 2, step_replay(dir / "c"));
+  auto run_child = [&](int fail_in) {
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      auto session = open_session(session_dir, {1});
+      auto options = test_support::options_for(dir / "run", 1, 2);
+      for (int k = 0; k < 3; ++k) {
+        auto request = session->next(std::chrono::seconds(5));
+        if (k == fail_in) std::exit(7);  // before its recorder opens
+        serve(options, *request, 1.0f);
+        session->done();
+      }
+      std::exit(0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+  };
+  CHECK(run_child(1) == 7);
+  CHECK(status_of(dir / "a", 1).starts_with("done "));
+  CHECK(status_of(dir / "b", 1).starts_with("exit 7 "));
+  CHECK_FALSE(fs::exists(dir / "c"));
+
+  // Served to the end, the exit 0 reaches no request's status: done stays.
+  write_end(session_dir, 3);
+  for (const char* d : {"a", "b"}) fs::remove_all(dir / d);
+  CHECK(run_child(-1) == 0);
+  for (const char* d : {"a", "b", "c"}) CHECK(status_of(dir / d, 1).starts_with("done "));
+}
