@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "dtrace/recorder.h"
 #include "dtrace/recorder.hpp"
 #include "recorder_support.hpp"
 
@@ -145,7 +146,10 @@ TEST_CASE("a request's variables replace the process environment's") {
   CHECK(request->scope.empty());
   CHECK(request->step == 3);
   CHECK(request->record_fast_forward == false);
+  CHECK(session->variables().count("DTRACE_LEVEL") == 1);
+  CHECK(session->variables().count("DTRACE_SCOPE") == 0);
   session->done();
+  CHECK(session->variables().empty());
   // The next request's variables, not the last one's.
   write_env_request(session_dir, 1,
                     {{"DTRACE_REPLAY_STEP", "3"}, {"DTRACE_OUT_DIR", dir / "b"},
@@ -289,4 +293,107 @@ TEST_CASE("a process that fails in a request leaves its exit code in that reques
   for (const char* d : {"a", "b"}) fs::remove_all(dir / d);
   CHECK(run_child(-1) == 0);
   for (const char* d : {"a", "b", "c"}) CHECK(status_of(dir / d, 1).starts_with("done "));
+}
+
+// The process environment the C API reads, set for one test and restored.
+struct SessionEnvironment {
+  SessionEnvironment(const std::string& dir, const char* step) {
+    fs::create_directories(dir);
+    ::setenv("DTRACE_SESSION", dir.c_str(), 1);
+    ::setenv("DTRACE_REPLAY_STEP", step, 1);
+  }
+  ~SessionEnvironment() {
+    ::unsetenv("DTRACE_SESSION");
+    ::unsetenv("DTRACE_REPLAY_STEP");
+  }
+};
+
+TEST_CASE("C API: a session serves requests through dtrace_recorder_open_session") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  const int32_t ranks[] = {0};
+  dtrace_session* none = nullptr;
+  CHECK(dtrace_session_open(ranks, 1, &none) == DTRACE_OK);  // no DTRACE_SESSION
+  CHECK(none == nullptr);
+
+  SessionEnvironment environment(session_dir, "3");
+  write_env_request(session_dir, 0, step_replay(dir / "a"));
+  write_request(session_dir, 1, {{"env", {{"DTRACE_OUT_DIR", dir / "b"}}}});  // no step
+  dtrace_session* session = nullptr;
+  REQUIRE(dtrace_session_open(ranks, 1, &session) == DTRACE_OK);
+  REQUIRE(session != nullptr);
+  int64_t step = -1;
+  CHECK(dtrace_session_step(session, &step) == DTRACE_OK);
+  CHECK(step == 3);
+  dtrace_run_options options;
+  dtrace_run_options_init(&options);
+  const char* argv[] = {"ctrain"};
+  options.replay_argv = argv;
+  options.replay_argc = 1;
+  dtrace_recorder* early = nullptr;
+  CHECK(dtrace_recorder_open_session(&options, session, &early) == DTRACE_ERROR_ORDER);
+  dtrace_recorder_close(early);
+
+  int32_t more = -1, first = -1;
+  REQUIRE(dtrace_session_next(session, 5000, &more) == DTRACE_OK);
+  CHECK(more == 1);
+  CHECK(dtrace_session_first_step_request(session, &first) == DTRACE_OK);
+  CHECK(first == 1);
+  const char* value = nullptr;
+  CHECK(dtrace_session_variable(session, "DTRACE_LEVEL", &value) == DTRACE_OK);
+  CHECK(std::string(value) == "layer");
+  CHECK(dtrace_session_variable(session, "DTRACE_SCOPE", &value) == DTRACE_OK);
+  CHECK(value == nullptr);
+  dtrace_recorder* recorder = nullptr;
+  REQUIRE(dtrace_recorder_open_session(&options, session, &recorder) == DTRACE_OK);
+  int64_t replay_step = -1;
+  CHECK(dtrace_recorder_replay_step(recorder, &replay_step) == DTRACE_OK);
+  CHECK(replay_step == 3);
+  REQUIRE(dtrace_recorder_begin_step(recorder, 3) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_end_step(recorder) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_close(recorder) == DTRACE_OK);
+  REQUIRE(dtrace_session_done(session) == DTRACE_OK);
+  CHECK(status_of(dir / "a").starts_with("done "));
+  CHECK(test_support::first_line(dir / "a/rank0.jsonl").find("\"protocol\":\"dtrace-replay/1.2\"") !=
+        std::string::npos);
+  CHECK(dtrace_session_done(session) == DTRACE_ERROR_ORDER);
+
+  // A request this session cannot serve: the code, and the message names the file.
+  CHECK(dtrace_session_next(session, 5000, &more) == DTRACE_ERROR_ENVIRONMENT);
+  CHECK(std::string(dtrace_session_last_error(session)).starts_with(session_dir + "/request.1.json: "));
+  CHECK(dtrace_session_close(session) == DTRACE_OK);
+
+  // Without a session, a program that serves them still announces 1.2.
+  options.run_dir = nullptr;
+  const std::string run_dir = dir / "run";
+  options.run_dir = run_dir.c_str();
+  ::unsetenv("DTRACE_REPLAY_STEP");
+  REQUIRE(dtrace_recorder_open_session(&options, nullptr, &recorder) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_close(recorder) == DTRACE_OK);
+  CHECK(test_support::first_line(run_dir + "/rank0.jsonl").find("\"protocol\":\"dtrace-replay/1.2\"") !=
+        std::string::npos);
+}
+
+TEST_CASE("C API: a session that cannot open says why, the end request ends it") {
+  TempDir dir;
+  const int32_t ranks[] = {0, 1};
+  {
+    SessionEnvironment environment(dir / "session", "x");
+    dtrace_session* session = nullptr;
+    CHECK(dtrace_session_open(ranks, 2, &session) == DTRACE_ERROR_ENVIRONMENT);
+    REQUIRE(session != nullptr);
+    CHECK(std::string(dtrace_session_last_error(session)).starts_with("DTRACE_REPLAY_STEP=x"));
+    int32_t more = 0;
+    CHECK(dtrace_session_next(session, 0, &more) == DTRACE_ERROR_ORDER);
+    dtrace_session_close(session);
+  }
+  SessionEnvironment environment(dir / "session", "2");
+  write_end(dir / "session", 0);
+  dtrace_session* session = nullptr;
+  REQUIRE(dtrace_session_open(ranks, 2, &session) == DTRACE_OK);
+  int32_t more = -1;
+  CHECK(dtrace_session_next(session, 5000, &more) == DTRACE_OK);
+  CHECK(more == 0);
+  CHECK(dtrace_session_next(session, 5000, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+  dtrace_session_close(session);
 }

@@ -349,6 +349,81 @@ int dtrace_recorder_captured_find(const dtrace_recorder* recorder, const char* s
 int dtrace_recorder_captured_read(dtrace_recorder* recorder, size_t index, void* buffer,
                                   size_t capacity);
 
+/* ---- Replay sessions (dtrace-replay/1.2; symbol version DTRACE_1.2). -----
+ * dtrace bisect starts a program that announces sessions once per side, with
+ * DTRACE_SESSION=dir and DTRACE_REPLAY_STEP=N, and sends it its replays as
+ * requests (dtrace-fp(5), "Replay sessions"; dtrace-recorder(3), SESSIONS).
+ * The program serves each as a launch with the request's variables would, then
+ * says done:
+ *
+ *   dtrace_session* session = NULL;
+ *   int32_t ranks[] = {rank}, more = 0;
+ *   if (dtrace_session_open(ranks, 1, &session) != DTRACE_OK) ...fail, exit 2;
+ *   if (session == NULL) ...a training run or a launched replay, as before;
+ *   while (dtrace_session_next(session, -1, &more) == DTRACE_OK && more) {
+ *     dtrace_session_first_step_request(session, &first): restore step N from
+ *       the checkpoint when 1, else from the state kept in memory;
+ *     dtrace_recorder_open_session(&options, session, &rec); ...; dtrace_recorder_close(rec);
+ *     dtrace_session_done(session);
+ *   }
+ *   dtrace_session_close(session);
+ *
+ * A dtrace_session is used by one thread at a time. */
+typedef struct dtrace_session dtrace_session;
+
+/* The session this process was started for: *out NULL and DTRACE_OK without
+ * DTRACE_SESSION (an empty value counts as unset). ranks: the `count` ranks
+ * this process runs (count >= 1), whose status files it writes. On failure
+ * *out holds a handle with the message (dtrace_session_last_error), which
+ * refuses every other call; close it. Errors: DTRACE_ERROR_ENVIRONMENT
+ * (DTRACE_SESSION not a directory, DTRACE_REPLAY_STEP missing or bad),
+ * DTRACE_ERROR_INVALID_ARGUMENT (out NULL, no ranks, a negative rank). */
+int dtrace_session_open(const int32_t* ranks, size_t count, dtrace_session** out);
+
+/* Waits for the next request (timeout_ms < 0: for ever; dtrace kills the
+ * session's processes when it gives up) and reads it: *more = 1 a request to
+ * serve, 0 the end request (the program exits 0). Each rank's status in the
+ * request's DTRACE_OUT_DIR says "running PID" from now on. Errors:
+ * DTRACE_ERROR_IO (the request file is damaged, or none came within
+ * timeout_ms; the message names the file), DTRACE_ERROR_ENVIRONMENT (its
+ * variables are bad, or its DTRACE_REPLAY_STEP is not the session's),
+ * DTRACE_ERROR_ORDER (the previous request is not done). */
+int dtrace_session_next(dtrace_session* session, int64_t timeout_ms, int32_t* more);
+
+/* The request is answered: writes "done TIME" as each rank's status in its
+ * DTRACE_OUT_DIR. Call it after every recorder of the request is closed and
+ * every file it writes is written. DTRACE_ERROR_ORDER without a request. */
+int dtrace_session_done(dtrace_session* session);
+
+/* DTRACE_REPLAY_STEP of the session, the step every request replays. */
+int dtrace_session_step(const dtrace_session* session, int64_t* step);
+
+/* *first = 1 while serving the session's first step replay (DTRACE_REPLAY_STEP
+ * without DTRACE_ISOLATE): restore step N as a launch does (nearest
+ * checkpoint, fast-forward) and keep the state at its start; 0 otherwise
+ * (later step replays start from the kept state, nothing fast-forwarded). */
+int dtrace_session_first_step_request(const dtrace_session* session, int32_t* first);
+
+/* The value of variable `name` in the request being served (*value NULL when
+ * the request does not set it, whatever the process environment says). Valid
+ * until the next dtrace_session_next. */
+int dtrace_session_variable(const dtrace_session* session, const char* name, const char** value);
+
+/* Opens a recorder as dtrace_recorder_open does, for a program that serves
+ * sessions: its header says "protocol":"dtrace-replay/1.2". With a session
+ * serving a request, the replay request is that request's variables (not the
+ * process environment); with session NULL, the process environment (the
+ * program's training run, or a launch). Errors as dtrace_recorder_open, and
+ * DTRACE_ERROR_ORDER for a session between requests. */
+int dtrace_recorder_open_session(const dtrace_run_options* options, const dtrace_session* session,
+                                 dtrace_recorder** out);
+
+/* The message of the last failed call on this session ("" when none). */
+const char* dtrace_session_last_error(const dtrace_session* session);
+
+/* Frees the handle (NULL: nothing to do). */
+int dtrace_session_close(dtrace_session* session);
+
 #ifdef __cplusplus
 }
 #endif

@@ -394,6 +394,10 @@ class ReplaySession {
   // start of step N. Every later step replay starts from that kept state, with
   // nothing fast-forwarded or recorded before step N.
   bool first_step_request() const;
+  // The variables of the request being served, exactly as the request file
+  // gives them (for code that reads DTRACE_* itself: it must read these, not
+  // the process environment); empty when none is being served.
+  const std::map<std::string, std::string>& variables() const;
 
  private:
   struct State;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <map>
@@ -32,6 +33,12 @@ struct dtrace_recorder {
   mutable std::string scope_text;
   bool repetition = false;  // the open step was begun by begin_repetition
   std::optional<std::string> capture, isolate_scope, isolate_op, inputs, checkpoint_dir;
+  mutable std::string error;
+};
+
+// A replay session (dtrace::ReplaySession): null `session` when opening failed.
+struct dtrace_session {
+  std::unique_ptr<dtrace::ReplaySession> session;
   mutable std::string error;
 };
 
@@ -92,6 +99,16 @@ int call(const dtrace_recorder* handle, Body&& body) noexcept {
       throw Failure{DTRACE_ERROR_ORDER, "this recorder did not open; close it"};
     }
     body(*handle->recorder);
+  });
+}
+
+// Runs `body` on an open session.
+template <typename Body>
+int session_call(const dtrace_session* handle, Body&& body) noexcept {
+  if (handle == nullptr) return DTRACE_ERROR_INVALID_ARGUMENT;
+  return guarded(handle->error, [&] {
+    if (!handle->session) throw Failure{DTRACE_ERROR_ORDER, "this session did not open; close it"};
+    body(*handle->session);
   });
 }
 
@@ -221,17 +238,22 @@ dtrace::RunOptions run_options(const dtrace_run_options& c) {
 
 // Opens into a handle that exists whatever happens (as sqlite3_open does), so
 // the caller can read why opening failed.
+// `serves_sessions`: the header announces dtrace-replay/1.2
+// (dtrace_recorder_open_session).
 int open_handle(const dtrace_run_options* options,
                 const std::optional<std::map<std::string, std::string>>& variables,
-                const char* variables_error, dtrace_recorder** out) noexcept {
+                const char* variables_error, dtrace_recorder** out,
+                bool serves_sessions = false,
+                int variables_error_code = DTRACE_ERROR_INVALID_ARGUMENT) noexcept {
   if (out == nullptr) return DTRACE_ERROR_INVALID_ARGUMENT;
   *out = new (std::nothrow) dtrace_recorder();
   if (*out == nullptr) return DTRACE_ERROR_OUT_OF_MEMORY;
   dtrace_recorder& handle = **out;
   return guarded(handle.error, [&] {
-    if (variables_error != nullptr) throw Failure{DTRACE_ERROR_INVALID_ARGUMENT, variables_error};
+    if (variables_error != nullptr) throw Failure{variables_error_code, variables_error};
     require(options != nullptr, "options is NULL");
-    const dtrace::RunOptions run = run_options(*options);
+    dtrace::RunOptions run = run_options(*options);
+    run.serves_sessions = serves_sessions;
     const dtrace::ReplayRequest request = variables
                                               ? dtrace::ReplayRequest::from_variables(*variables)
                                               : dtrace::ReplayRequest::from_environment();
@@ -618,6 +640,93 @@ int dtrace_recorder_captured_read(dtrace_recorder* handle, size_t index, void* b
     }
     if (!bytes.empty()) std::memcpy(buffer, bytes.data(), bytes.size());
   });
+}
+
+// ---- Replay sessions (DTRACE_1.2). --------------------------------------
+
+int dtrace_session_open(const int32_t* ranks, size_t count, dtrace_session** out) {
+  if (out == nullptr) return DTRACE_ERROR_INVALID_ARGUMENT;
+  *out = nullptr;
+  auto handle = std::unique_ptr<dtrace_session>(new (std::nothrow) dtrace_session());
+  if (!handle) return DTRACE_ERROR_OUT_OF_MEMORY;
+  const int code = guarded(handle->error, [&] {
+    require(ranks != nullptr || count == 0, "ranks is NULL but count is not 0");
+    handle->session =
+        dtrace::ReplaySession::from_environment(std::vector<int>(ranks, ranks + count));
+  });
+  // Without DTRACE_SESSION there is no session and nothing to report.
+  if (code == DTRACE_OK && !handle->session) return DTRACE_OK;
+  *out = handle.release();
+  return code;
+}
+
+int dtrace_session_next(dtrace_session* handle, int64_t timeout_ms, int32_t* more) {
+  return session_call(handle, [&](dtrace::ReplaySession& s) {
+    require_out(more);
+    std::optional<std::chrono::milliseconds> timeout;
+    if (timeout_ms >= 0) timeout = std::chrono::milliseconds(timeout_ms);
+    *more = s.next(timeout).has_value() ? 1 : 0;
+  });
+}
+
+int dtrace_session_done(dtrace_session* handle) {
+  return session_call(handle, [&](dtrace::ReplaySession& s) { s.done(); });
+}
+
+int dtrace_session_step(const dtrace_session* handle, int64_t* step) {
+  return session_call(handle, [&](const dtrace::ReplaySession& s) {
+    require_out(step);
+    *step = s.step();
+  });
+}
+
+int dtrace_session_first_step_request(const dtrace_session* handle, int32_t* first) {
+  return session_call(handle, [&](const dtrace::ReplaySession& s) {
+    require_out(first);
+    *first = s.first_step_request() ? 1 : 0;
+  });
+}
+
+int dtrace_session_variable(const dtrace_session* handle, const char* name, const char** value) {
+  return session_call(handle, [&](const dtrace::ReplaySession& s) {
+    require(name != nullptr, "name is NULL");
+    require_out(value);
+    const auto& variables = s.variables();
+    const auto it = variables.find(name);
+    *value = it == variables.end() ? nullptr : it->second.c_str();
+  });
+}
+
+int dtrace_recorder_open_session(const dtrace_run_options* options, const dtrace_session* session,
+                                 dtrace_recorder** out) {
+  if (session == nullptr) return open_handle(options, std::nullopt, nullptr, out, true);
+  std::optional<std::map<std::string, std::string>> variables;
+  const char* problem = nullptr;
+  int code = DTRACE_ERROR_ORDER;
+  if (!session->session) {
+    problem = "the session did not open";
+  } else if (session->session->variables().empty()) {
+    problem = "the session serves no request now (call dtrace_session_next first)";
+  } else {
+    try {
+      variables = session->session->variables();
+    } catch (...) {
+      problem = "out of memory";
+      code = DTRACE_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  return open_handle(options, variables ? variables : std::map<std::string, std::string>{}, problem,
+                     out, true, code);
+}
+
+const char* dtrace_session_last_error(const dtrace_session* handle) {
+  if (handle == nullptr) return "no session (the handle is NULL)";
+  return handle->error.c_str();
+}
+
+int dtrace_session_close(dtrace_session* handle) {
+  delete handle;
+  return DTRACE_OK;
 }
 
 }  // extern "C"

@@ -54,6 +54,7 @@ struct ReplaySession::State {
   bool seen_step_replay = false;
   bool first_step_request = false;
   std::optional<std::string> out_dir;  // of the request being served
+  std::map<std::string, std::string> variables;  // of the request being served
   std::vector<std::unique_ptr<recording::StatusFile>> statuses;
 };
 
@@ -163,6 +164,7 @@ std::optional<ReplayRequest> ReplaySession::next(std::optional<std::chrono::mill
   s.first_step_request = step_replay && !s.seen_step_replay;
   s.seen_step_replay = s.seen_step_replay || step_replay;
   s.out_dir = request.out_dir;
+  s.variables = std::move(variables);
   s.serving = true;
   ++s.next;
   return request;
@@ -173,6 +175,7 @@ void ReplaySession::done() {
   if (!s.serving) throw RecorderError("ReplaySession::done() without a request being served", Kind::order);
   for (int rank : s.ranks) recording::finish_status(recording::status_path(*s.out_dir, rank));
   s.statuses.clear();
+  s.variables.clear();
   s.serving = false;
 }
 
@@ -180,5 +183,6 @@ std::int64_t ReplaySession::step() const { return state_->step; }
 const std::string& ReplaySession::directory() const { return state_->dir; }
 std::int64_t ReplaySession::request_number() const { return state_->next - 1; }
 bool ReplaySession::first_step_request() const { return state_->serving && state_->first_step_request; }
+const std::map<std::string, std::string>& ReplaySession::variables() const { return state_->variables; }
 
 }  // namespace dtrace

@@ -50,6 +50,9 @@ void validate(const Config& c, bool replaying) {
                 ": the rank must be below --ranks and the step not negative");
   }
   if (c.step_delay_ms < 0) throw Error("--step-delay-ms must not be negative");
+  if (!(c.startup_delay >= 0.0 && c.startup_delay <= 3600.0)) {
+    throw Error("--startup-delay must be between 0 and 3600 seconds");
+  }
   if (c.planted == Planted::allreduce_arrival && c.ranks < 3) {
     throw Error("--nondet allreduce-arrival needs --ranks 3 or more (two-term sums commute)");
   }
@@ -160,6 +163,11 @@ std::vector<std::string> replay_argv(const Config& c, const std::string& executa
   if (c.backend != "cpu") argv.insert(argv.end(), {"--backend", c.backend});
   if (c.flip_bit) {
     argv.insert(argv.end(), {"--flip-bit", num(c.flip_bit->rank) + ":" + num(c.flip_bit->step)});
+  }
+  if (c.startup_delay > 0.0) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, c.startup_delay).ptr;
+    argv.insert(argv.end(), {"--startup-delay", std::string(text, end)});
   }
   return argv;
 }

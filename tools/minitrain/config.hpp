@@ -57,6 +57,11 @@ struct Config {
   // --step-delay-ms: sleep this long after each step (a slower job, for
   // watching a run while it is written); 0: none.
   std::int64_t step_delay_ms = 0;
+  // --startup-delay: sleep this long (seconds) once as the process starts, a
+  // stand-in for what a cluster job pays before its first step (a large
+  // checkpoint read, process-group set-up). In the replay argv, so replays pay
+  // it too: what replay sessions save (tools/bench/bisect.sh).
+  double startup_delay = 0.0;
 };
 
 // dtrace's workflow variables (man/dtrace.1: verify, tax) turned into the

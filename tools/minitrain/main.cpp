@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.hpp"
@@ -140,6 +141,10 @@ int main(int argc, char** argv) {
                  "(a planted silent data corruption, for dtrace replicas)");
   app.add_option("--step-delay-ms", config.step_delay_ms, "sleep this long after each step")
       ->capture_default_str();
+  app.add_option("--startup-delay", config.startup_delay,
+                 "sleep this many seconds as the process starts (a stand-in for a large\n"
+                 "checkpoint read and process-group set-up; replays pay it too)")
+      ->capture_default_str();
   app.add_option("--corpus", config.corpus, "training text")->capture_default_str();
   app.add_option("--d-model", config.shape.d_model, "model width")->capture_default_str();
   app.add_option("--layers", config.shape.n_layer, "transformer blocks")->capture_default_str();
@@ -196,7 +201,32 @@ int main(int argc, char** argv) {
     if (config.backend == "cuda" && config.ranks > 1 && config.process_rank < 0) {
       return minitrain::launch_processes(config, executable_path(argv[0]), argv, request);
     }
+    if (config.startup_delay > 0.0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(config.startup_delay));
+    }
     const auto env = environment(config.deterministic_mode);
+    // A replay session (dtrace-fp(5), "Replay sessions"): this process serves
+    // dtrace's requests one after another, each as a launch with its
+    // variables would, the state at the start of the step kept in memory.
+    std::vector<int> ranks;
+    for (int r = 0; r < config.ranks; ++r) {
+      if (config.process_rank < 0 || r == config.process_rank) ranks.push_back(r);
+    }
+    if (auto session = dtrace::ReplaySession::from_environment(ranks)) {
+      minitrain::KeptState kept;
+      while (auto served = session->next()) {
+        minitrain::Config for_request = config;
+        minitrain::apply_workflow_request(for_request, *served);
+        const auto result = minitrain::run(for_request, executable_path(argv[0]), *served, env,
+                                           &kept, session->first_step_request());
+        if (config.process_rank >= 0 && result.mode == minitrain::RunResult::Mode::isolate &&
+            result.isolated_runs == 0) {
+          return minitrain::kExitNothingIsolated;
+        }
+        session->done();
+      }
+      return 0;
+    }
     const auto result = minitrain::run(config, executable_path(argv[0]), request, env);
     if (config.process_rank >= 0 && result.mode == minitrain::RunResult::Mode::isolate &&
         result.isolated_runs == 0) {

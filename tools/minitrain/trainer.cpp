@@ -90,7 +90,8 @@ std::int64_t newest_for_resume(const Config& c) {
 class Session {
  public:
   Session(const Config& config, const std::string& executable, const dtrace::ReplayRequest& request,
-          const std::vector<std::pair<std::string, std::string>>& env)
+          const std::vector<std::pair<std::string, std::string>>& env, KeptState* kept,
+          bool first_step_request)
       : config_(config),
         request_(request),
         isolation_(Isolation::parse(request.isolate, request.repeat, request.isolate_call())),
@@ -99,6 +100,15 @@ class Session {
         backend_(&open_backend(config.backend, config.process_rank >= 0 ? config.process_rank : 0)),
         chaos_base_(config.chaos_seed ? *config.chaos_seed : fresh_chaos()) {
     corpus_ = read_corpus(config_.corpus, config_.shape);
+    if (kept != nullptr && request_.step && !isolation_.active()) {
+      kept_ = kept;
+      keep_ = first_step_request;
+      if (keep_) {
+        kept->ranks.assign(static_cast<std::size_t>(config_.ranks), TrainState{});
+      } else if (kept->ranks.empty()) {
+        throw Error("a session's step replay before its first: no state kept to start from");
+      }
+    }
     if (config_.process_rank >= 0) {
       collective_ = open_collective(*backend_, config_.process_rank, config_.ranks,
                                     config_.bootstrap_dir,
@@ -115,6 +125,9 @@ class Session {
     options_.env = env;
     options_.config_json = config_json(config_);
     options_.replay_argv = replay_argv(config_, executable);
+    // Every process serves sessions (main.cpp), except the launcher of a
+    // multi-process job, which would have to pass each request to its ranks.
+    options_.serves_sessions = !(config_.backend == "cuda" && config_.ranks > 1);
     // Every rank is a data-parallel replica of the others (one group); the RNG
     // (dropout) and data position are each rank's own.
     if (config_.ranks > 1) {
@@ -218,7 +231,11 @@ class Session {
     if (request_.step) {
       const std::int64_t n = *request_.step;
       if (n < 0) throw Error("DTRACE_REPLAY_STEP=" + std::to_string(n) + " is negative");
-      if (c.resume) {
+      if (kept_ != nullptr && !keep_) {
+        // A later step replay of a session: from the kept state, nothing
+        // fast-forwarded. rank_main takes each rank's own.
+        start_ = kept_->ranks[static_cast<std::size_t>(first_rank())];
+      } else if (c.resume) {
         const std::int64_t from = c.resume_step ? *c.resume_step : newest_for_resume(c);
         if (from > n) {
           throw Error("DTRACE_REPLAY_STEP=" + std::to_string(n) +
@@ -279,19 +296,21 @@ class Session {
       self->planted.begin_repetition(k);
       backend_->begin_repetition();
     };
+    const bool from_kept = kept_ != nullptr && !keep_;
+    const TrainState& start = from_kept ? kept_->ranks[static_cast<std::size_t>(rank)] : start_;
     Rank r{rank,
            std::move(recorder),
            Trace(nullptr, isolation_, on_repetition),
            Model(config_.shape, layout_, *backend_),
            PlantedState{},
-           Floats(start_.params.begin(), start_.params.end()),
+           Floats(start.params.begin(), start.params.end()),
            Floats(layout_.total),
            Floats(layout_.total),
-           Floats(start_.adam_m.begin(), start_.adam_m.end()),
-           Floats(start_.adam_v.begin(), start_.adam_v.end()),
-           start_.adam_step,
-           start_.data_position,
-           start_.rngs[static_cast<std::size_t>(rank)],
+           Floats(start.adam_m.begin(), start.adam_m.end()),
+           Floats(start.adam_v.begin(), start.adam_v.end()),
+           start.adam_step,
+           start.data_position,
+           from_kept ? start.rngs.front() : start.rngs[static_cast<std::size_t>(rank)],
            Tensor({1})};
     self = &r;
     r.trace = Trace(r.recorder.get(), isolation_, on_repetition);
@@ -313,6 +332,7 @@ class Session {
       // their step-level records when bisect asks (DTRACE_FAST_FORWARD) and
       // nothing of them otherwise.
       r.trace.set_recording(step >= first_recorded_ || request_.record_fast_forward);
+      if (keep_ && step == first_recorded_) keep_state(r, step);
       run_step(r, step);
       if (!request_.is_replay()) maybe_checkpoint(r, step + 1);
     }
@@ -321,6 +341,20 @@ class Session {
       step_seconds_ = r.total_step_seconds;
       record_seconds_ = r.total_record_seconds;
     }
+  }
+
+  // The first step replay of a session keeps each rank's state at the start of
+  // the replayed step (before --flip-bit, which every replay then applies).
+  void keep_state(const Rank& r, std::int64_t step) {
+    backend_->sync();
+    TrainState& s = kept_->ranks[static_cast<std::size_t>(r.rank)];
+    s.step = step;
+    s.params.assign(r.params.begin(), r.params.end());
+    s.adam_m.assign(r.adam_m.begin(), r.adam_m.end());
+    s.adam_v.assign(r.adam_v.begin(), r.adam_v.end());
+    s.adam_step = r.adam_step;
+    s.data_position = r.data_position;
+    s.rngs = {r.rng};
   }
 
   void maybe_checkpoint(Rank& r, std::int64_t next) {
@@ -529,6 +563,8 @@ class Session {
   std::string corpus_;
   dtrace::RunOptions options_;
   TrainState start_;
+  KeptState* kept_ = nullptr;  // a session's step replay: the state kept in memory
+  bool keep_ = false;          // this replay restores it and keeps it there
   std::int64_t first_recorded_ = 0;
   std::int64_t end_ = 0;
   std::int64_t resolved_resume_ = 0;
@@ -546,8 +582,9 @@ class Session {
 
 RunResult run(const Config& config, const std::string& executable,
               const dtrace::ReplayRequest& request,
-              const std::vector<std::pair<std::string, std::string>>& env) {
-  Session session(config, executable, request, env);
+              const std::vector<std::pair<std::string, std::string>>& env, KeptState* kept,
+              bool first_step_request) {
+  Session session(config, executable, request, env, kept, first_step_request);
   return session.run();
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "config.hpp"
 
 namespace minitrain {
@@ -31,11 +32,24 @@ struct RunResult {
   std::int64_t tokens_per_step = 0;  // all ranks together
 };
 
+// A replay session's state at the start of its step (dtrace-fp(5), "Replay
+// sessions"), one per rank: the first step replay restores it as a launch does
+// (checkpoint, fast-forward) and keeps it here; every later step replay starts
+// from it, so that nothing a request changed (an optimizer step, dropout
+// draws) reaches the next. Isolations neither read nor change it: each builds
+// its model afresh and loads the captured inputs into it.
+struct KeptState {
+  std::vector<TrainState> ranks;  // by rank (each holds its own RNG as rngs[0]); empty: none yet
+};
+
 // Runs the configuration. `env` goes into every header. Throws Error (or
 // dtrace::RecorderError) for anything the user must fix.
+// In a session (`kept` given) a step replay either restores and keeps the
+// state (`first_step_request`) or starts from what was kept.
 RunResult run(const Config& config, const std::string& executable,
               const dtrace::ReplayRequest& request,
-              const std::vector<std::pair<std::string, std::string>>& env);
+              const std::vector<std::pair<std::string, std::string>>& env,
+              KeptState* kept = nullptr, bool first_step_request = false);
 
 // The sequences each step reads: rank r's b-th sequence at data position p
 // starts at a pseudo-random offset of the corpus picked by (p + r*B + b).

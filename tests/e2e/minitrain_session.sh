@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A replay session (dtrace-replay/1.2, dtrace-fp(5) "Replay sessions") served
+# by minitrain, driven by hand as dtrace's runner drives it: one process,
+# started with DTRACE_SESSION and DTRACE_REPLAY_STEP, answers a layer-level
+# step replay, a capture, an isolation and a second step replay, each request
+# file renamed into place once written, each answer read once every rank says
+# done. Every answer must be what a launch with the same variables writes (the
+# same files, dtrace diff: identical), and the step replay after the isolation
+# must give the first step replay's records: the state at the start of the
+# step is restored between requests. The process then exits 0 at the end
+# request, leaving every answer's status at done.
+. "$(dirname "$0")/minitrain-lib.sh"
+mt --steps 7 --ranks 2 --level layer --checkpoint-every 2 --checkpoint-dir ck --out run
+mapfile -t argv < <(replay_argv run)
+[ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.2 ] ||
+  fail "minitrain does not announce sessions: $(head -n1 run/rank0.jsonl | jq -c .replay)"
+step=5  # restored from checkpoint 4, step 4 fast-forwarded
+
+mkdir session
+DTRACE_SESSION="$WORK/session" DTRACE_REPLAY_STEP=$step "${argv[@]}" >session.out 2>session.err &
+pid=$!
+
+# request K JSON-ENV: request K with these variables, written then renamed.
+request() {
+  jq -cn --argjson k "$1" --argjson env "$2" '{request: $k, env: $env}' >"session/.request.$1"
+  mv "session/.request.$1" "session/request.$1.json"
+}
+# answered DIR: wait until both ranks' status in DIR says done (60 s).
+answered() {
+  local i
+  for ((i = 0; i < 6000; i++)); do
+    if grep -qs '^done ' "$1/rank0.status" && grep -qs '^done ' "$1/rank1.status"; then return 0; fi
+    kill -0 "$pid" 2>/dev/null || { cat session.err >&2; fail "the session ended while answering $1: $(cat "$1"/rank*.status 2>/dev/null)"; }
+    sleep 0.01
+  done
+  fail "no answer in $1 after 60 s: $(cat "$1"/rank*.status 2>/dev/null)"
+}
+# vars DIR NAME=VALUE...: the variables of one replay into DIR, as JSON.
+vars() {
+  local dir=$1; shift
+  printf '%s\n' "DTRACE_REPLAY_STEP=$step" "DTRACE_OUT_DIR=$WORK/$dir" "DTRACE_OUT=$WORK/$dir/replay.jsonl" "$@" |
+    jq -Rn '[inputs | capture("^(?<key>[^=]+)=(?<value>.*)$")] | from_entries'
+}
+# launch DIR NAME=VALUE...: the same replay as a launch.
+launch() {
+  local dir=$1; shift
+  env "DTRACE_REPLAY_STEP=$step" "DTRACE_OUT_DIR=$WORK/$dir" "DTRACE_OUT=$WORK/$dir/replay.jsonl" "$@" \
+    "${argv[@]}" >/dev/null || fail "the launch into $dir failed"
+}
+
+layer=(DTRACE_LEVEL=layer DTRACE_FAST_FORWARD=step)
+capture=(DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/layer.1/mlp "DTRACE_CAPTURE=$WORK/cap-s")
+isolate=(DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/layer.1/mlp DTRACE_ISOLATE=fwd/layer.1/mlp "DTRACE_INPUTS=$WORK/cap-s" DTRACE_REPEAT=2)
+request 0 "$(vars s0 "${layer[@]}")"; answered s0
+request 1 "$(vars s1 "${capture[@]}")"; answered s1
+request 2 "$(vars s2 "${isolate[@]}")"; answered s2
+request 3 "$(vars s3 "${layer[@]}")"; answered s3
+jq -cn '{request: 4, end: true}' >session/.end && mv session/.end session/request.4.json
+for ((i = 0; i < 1000; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
+got=0; wait "$pid" || got=$?
+[ "$got" = 0 ] || { cat session.err >&2; fail "the session exited $got after the end request"; }
+for d in s0 s1 s2 s3; do
+  for r in 0 1; do grep -q '^done ' "$d/rank$r.status" || fail "$d/rank$r.status: $(cat "$d/rank$r.status")"; done
+done
+
+launch l0 "${layer[@]}"
+launch l1 DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/layer.1/mlp "DTRACE_CAPTURE=$WORK/cap-l"
+launch l2 "${isolate[@]}"
+for k in 0 1 2; do
+  [ "$(ls "s$k")" = "$(ls "l$k")" ] || fail "request $k wrote $(ls "s$k" | tr '\n' ' '), a launch $(ls "l$k" | tr '\n' ' ')"
+  expect_status 0 "$DTRACE" diff "s$k" "l$k"
+  grep -q identical out.txt || fail "request $k and its launch differ: $(cat out.txt)"
+done
+[ "$(ls cap-s)" = "$(ls cap-l)" ] || fail "the session's capture holds other files than the launch's"
+expect_status 0 "$DTRACE" diff cap-s cap-l
+grep -q identical out.txt || fail "the captures differ: $(cat out.txt)"
+# The first step replay recorded the fast-forwarded step 4, the later one only step 5.
+[ "$(records s0/rank0.jsonl | jq -s -r '[.[].step] | unique | join(",")')" = 4,5 ] || fail "request 0 did not record the fast-forwarded step"
+[ "$(records s3/rank0.jsonl | jq -s -r '[.[].step] | unique | join(",")')" = 5 ] || fail "request 3 recorded steps before $step"
+# After the isolation (captured inputs loaded into a layer) and the capture,
+# step 5 starts from the same state and records the same.
+for r in 0 1; do
+  a=$(records "s0/rank$r.jsonl" | jq -c 'select(.step == 5) | del(.seq, .line, .value)')
+  b=$(records "s3/rank$r.jsonl" | jq -c 'select(.step == 5) | del(.seq, .line, .value)')
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "rank $r: the second step replay's records differ from the first's"
+done
+grep -q '"io":"state"' s3/rank0.jsonl || fail "the second step replay recorded no state"
+echo ok
