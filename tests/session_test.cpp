@@ -208,12 +208,13 @@ TEST_CASE("a request that is not one is refused, naming its file") {
   refused("{\"request\":0}", "no \"env\" object");
   refused("{\"request\":0,\"env\":{\"DTRACE_LEVEL\":2}}", "DTRACE_LEVEL is not a string");
   refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"3\"}}", "no DTRACE_OUT_DIR");
-  refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"3\",\"DTRACE_OUT_DIR\":\"/tmp/x\","
+  const std::string out = "\"DTRACE_OUT_DIR\":\"" + (dir / "x") + "\"";
+  refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"3\"," + out + ","
           "\"DTRACE_LEVEL\":\"fine\"}}",
           "DTRACE_LEVEL=fine: not one of", RecorderError::Kind::environment);
-  refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"4\",\"DTRACE_OUT_DIR\":\"/tmp/x\"}}",
+  refused("{\"request\":0,\"env\":{\"DTRACE_REPLAY_STEP\":\"4\"," + out + "}}",
           "DTRACE_REPLAY_STEP=4: this session replays step 3", RecorderError::Kind::environment);
-  refused("{\"request\":0,\"env\":{\"DTRACE_OUT_DIR\":\"/tmp/x\"}}",
+  refused("{\"request\":0,\"env\":{" + out + "}}",
           "DTRACE_REPLAY_STEP=(unset)", RecorderError::Kind::environment);
 }
 
@@ -293,6 +294,32 @@ TEST_CASE("a process that fails in a request leaves its exit code in that reques
   for (const char* d : {"a", "b"}) fs::remove_all(dir / d);
   CHECK(run_child(-1) == 0);
   for (const char* d : {"a", "b", "c"}) CHECK(status_of(dir / d, 1).starts_with("done "));
+}
+
+TEST_CASE("a request refused for its variables fails in its own directory") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  fs::create_directories(session_dir);
+  auto variables = step_replay(dir / "a");
+  variables["DTRACE_LEVEL"] = "fine";
+  write_env_request(session_dir, 0, variables);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    try {
+      open_session(session_dir, {0, 1})->next(std::chrono::seconds(5));
+    } catch (const RecorderError&) {
+      std::exit(2);  // as a program's main does
+    }
+    std::exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(status_of(dir / "a", 0).starts_with("exit 2 "));
+  CHECK(status_of(dir / "a", 1).starts_with("exit 2 "));
 }
 
 // The process environment the C API reads, set for one test and restored.

@@ -17,6 +17,12 @@
  * and `dtrace bisect --trust` names that op and scope. DTRACE_DETERMINISTIC=0
  * turns it on too, =1 off.
  *
+ * It serves replay sessions (dtrace-replay/1.2, dtrace-fp(5) "Replay
+ * sessions"; dtrace-recorder(3), SESSIONS): under DTRACE_SESSION one process
+ * answers every request of a bisect side, each as a launch with the request's
+ * variables would, the parameters at the start of the replayed step kept in
+ * memory after the first step replay restored them.
+ *
  * Usage: ctrain --out RUN_DIR [--steps N] [--level step|layer|kernel]
  *               [--checkpoint-dir DIR] [--checkpoint-every K]
  *               [--chaos-seed S] [--planted] [--run-name NAME]
@@ -55,6 +61,7 @@ static uint64_t chaos_seed;  /* pins the reordering: a run and its replays agree
 static uint64_t chaos;       /* the generator, re-keyed per step and repetition */
 
 static dtrace_recorder* rec;
+static dtrace_session* session; /* NULL unless serving a replay session */
 
 static void die(const char* format, ...) {
   va_list args;
@@ -69,6 +76,10 @@ static void die(const char* format, ...) {
 
 /* Every C API call goes through here: a failure ends the program with the
  * recorder's own message, which names the variable, file or record. */
+static void check_session(int code, const char* what) {
+  if (code != DTRACE_OK) die("%s: %s", what, dtrace_session_last_error(session));
+}
+
 static void check(int code, const char* what) {
   if (code != DTRACE_OK) {
     die("%s: %s (%s)", what, dtrace_recorder_last_error(rec), dtrace_error_string(code));
@@ -495,6 +506,79 @@ static char* absolute(const char* path) {
   return out;
 }
 
+/* A training run, a launched replay, or one request of a replay session. The
+ * recorder announces sessions (dtrace_recorder_open_session: the header says
+ * dtrace-replay/1.2) and, in a session, reads the request's variables. */
+static Params kept; /* a session's parameters at the start of its step */
+
+static void serve(const dtrace_run_options* options, const Options* o, const char* run_checkpoint_dir) {
+  check(dtrace_recorder_open_session(options, session, &rec), "dtrace_recorder_open_session");
+  char* checkpoint_dir = strdup(run_checkpoint_dir);
+  if (checkpoint_dir == NULL) die("out of memory");
+
+  int32_t deterministic = -1;
+  check(dtrace_recorder_deterministic(rec, &deterministic), "deterministic");
+  if (deterministic >= 0) planted = !deterministic;
+
+  initial_params();
+  const char* isolate_scope = NULL;
+  check(dtrace_recorder_isolate_scope(rec, &isolate_scope), "isolate_scope");
+  if (isolate_scope != NULL) {
+    isolate();
+  } else {
+    int32_t replaying = 0, first_request = 0;
+    int64_t replay_step = -1, stop_at = -1, resume_at = -1;
+    const char* ckpt_variable = NULL;
+    check(dtrace_recorder_is_replay(rec, &replaying), "is_replay");
+    check(dtrace_recorder_replay_step(rec, &replay_step), "replay_step");
+    check(dtrace_recorder_stop_at(rec, &stop_at), "stop_at");
+    check(dtrace_recorder_resume_at(rec, &resume_at), "resume_at");
+    check(dtrace_recorder_checkpoint_dir(rec, &ckpt_variable), "checkpoint_dir");
+    if (session != NULL) {
+      check_session(dtrace_session_first_step_request(session, &first_request), "first_step_request");
+    }
+    if (ckpt_variable != NULL) {
+      free(checkpoint_dir);
+      checkpoint_dir = strdup(ckpt_variable);
+      if (checkpoint_dir == NULL) die("out of memory");
+    }
+
+    /* Where to start and stop. A replay of step N restores the newest
+     * checkpoint at or before N; the recorder fast-forwards the steps between
+     * (they run, and record nothing but, when bisect asks with
+     * DTRACE_FAST_FORWARD=step, their step-level records), then step N is
+     * recorded and we stop. In a session only the first step replay does so
+     * and keeps the parameters at the start of step N; later ones start there. */
+    int64_t first = 0, end = o->steps;
+    const int from_kept = session != NULL && replay_step >= 0 && !first_request;
+    if (from_kept) {
+      params = kept;
+      first = replay_step;
+      end = replay_step + 1;
+    } else if (replay_step >= 0) {
+      first = newest_checkpoint(checkpoint_dir, replay_step);
+      end = replay_step + 1;
+    } else if (resume_at >= 0) {
+      first = resume_at;
+    }
+    if (stop_at >= 0 && stop_at < end) end = stop_at;
+    if (first > 0 && !from_kept) read_checkpoint(checkpoint_dir, first);
+
+    for (int64_t step = first; step < end; ++step) {
+      if (first_request && step == replay_step) kept = params;
+      make_batch(step);
+      train_step(step);
+      const int64_t next = step + 1;
+      const int due = o->checkpoint_every > 0 && next % o->checkpoint_every == 0 && next < o->steps;
+      if (!replaying && (due || next == stop_at)) write_checkpoint(checkpoint_dir, next);
+    }
+  }
+  const int code = dtrace_recorder_close(rec);
+  rec = NULL;
+  if (code != DTRACE_OK) die("dtrace_recorder_close: %s", dtrace_error_string(code));
+  free(checkpoint_dir);
+}
+
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   if (!o.have_seed) chaos_seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
@@ -536,58 +620,26 @@ int main(int argc, char** argv) {
   options.config_json = config;
   options.replay_argv = replay;
   options.replay_argc = planted ? 14 : 13;
-  check(dtrace_recorder_open(&options, &rec), "dtrace_recorder_open");
 
-  int32_t deterministic = -1;
-  check(dtrace_recorder_deterministic(rec, &deterministic), "deterministic");
-  if (deterministic >= 0) planted = !deterministic;
-
-  initial_params();
-  const char* isolate_scope = NULL;
-  check(dtrace_recorder_isolate_scope(rec, &isolate_scope), "isolate_scope");
-  if (isolate_scope != NULL) {
-    isolate();
+  /* A replay session: every request served as a launch with its variables
+   * would, then done; the end request ends the process. */
+  const int32_t ranks[] = {0};
+  check_session(dtrace_session_open(ranks, 1, &session), "dtrace_session_open");
+  if (session == NULL) {
+    serve(&options, &o, checkpoint_dir);
   } else {
-    int32_t replaying = 0;
-    int64_t replay_step = -1, stop_at = -1, resume_at = -1;
-    const char* ckpt_variable = NULL;
-    check(dtrace_recorder_is_replay(rec, &replaying), "is_replay");
-    check(dtrace_recorder_replay_step(rec, &replay_step), "replay_step");
-    check(dtrace_recorder_stop_at(rec, &stop_at), "stop_at");
-    check(dtrace_recorder_resume_at(rec, &resume_at), "resume_at");
-    check(dtrace_recorder_checkpoint_dir(rec, &ckpt_variable), "checkpoint_dir");
-    if (ckpt_variable != NULL) {
-      free(checkpoint_dir);
-      checkpoint_dir = strdup(ckpt_variable);
-      if (checkpoint_dir == NULL) die("out of memory");
+    const int planted_option = planted;
+    int32_t more = 0;
+    for (;;) {
+      check_session(dtrace_session_next(session, -1, &more), "dtrace_session_next");
+      if (!more) break;
+      planted = planted_option; /* a request's DTRACE_DETERMINISTIC is its own */
+      serve(&options, &o, checkpoint_dir);
+      check_session(dtrace_session_done(session), "dtrace_session_done");
     }
-
-    /* Where to start and stop. A replay of step N restores the newest
-     * checkpoint at or before N; the recorder fast-forwards the steps between
-     * (they run, and record nothing but, when bisect asks with
-     * DTRACE_FAST_FORWARD=step, their step-level records), then step N is
-     * recorded and we stop. */
-    int64_t first = 0, end = o.steps;
-    if (replay_step >= 0) {
-      first = newest_checkpoint(checkpoint_dir, replay_step);
-      end = replay_step + 1;
-    } else if (resume_at >= 0) {
-      first = resume_at;
-    }
-    if (stop_at >= 0 && stop_at < end) end = stop_at;
-    if (first > 0) read_checkpoint(checkpoint_dir, first);
-
-    for (int64_t step = first; step < end; ++step) {
-      make_batch(step);
-      train_step(step);
-      const int64_t next = step + 1;
-      const int due = o.checkpoint_every > 0 && next % o.checkpoint_every == 0 && next < o.steps;
-      if (!replaying && (due || next == stop_at)) write_checkpoint(checkpoint_dir, next);
-    }
+    dtrace_session_close(session);
+    session = NULL;
   }
-  const int code = dtrace_recorder_close(rec);
-  rec = NULL;
-  if (code != DTRACE_OK) die("dtrace_recorder_close: %s", dtrace_error_string(code));
   free(out);
   free(checkpoint_dir);
   return 0;

@@ -11,7 +11,14 @@
 // --nondet, the matmul of layer.1 adds its 32 products in an order drawn anew
 // in every process: the kind of nondeterminism (atomics, split-K) that dtrace
 // is for.
+//
+// It serves replay sessions (dtrace-replay/1.2, dtrace-fp(5) "Replay
+// sessions"): under DTRACE_SESSION one process answers all of a bisect side's
+// replays, keeping the model as it was at the start of the replayed step.
+// --startup-delay SECONDS stands in for a real job's start-up (a large
+// checkpoint read, process-group set-up), which sessions pay once.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,8 +28,10 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -156,6 +165,7 @@ struct Model {
 
 struct Options {
   int steps = 6, checkpoint_every = 0;
+  double startup_delay = 0;
   bool nondet = false;
   std::string out, checkpoint_dir = "checkpoints", level = "step";
 };
@@ -289,17 +299,13 @@ void record_state(Trace& t, Model& m) {
   t.record(dtrace::Level::step, "state", dtrace::RecordIo::state, m.state());
 }
 
-int run(Options o, const std::vector<std::string>& argv) {
-  const auto request = dtrace::ReplayRequest::from_environment();
-  // dtrace verify and tax run arms with their own run and checkpoint
-  // directories (DTRACE_RUN_DIR, which the recorder applies, and this one).
-  if (request.checkpoint_dir) o.checkpoint_dir = *request.checkpoint_dir;
-  dtrace::RunOptions options;
-  options.run_dir = o.out;
-  options.run_name = std::filesystem::path(o.out).filename().string();
-  options.level = dtrace::parse_level(o.level).value_or(dtrace::Level::step);
-  options.config_json = std::string("{\"nondet\":") + (o.nondet ? "true" : "false") + "}";
-  options.replay_argv = argv;  // this very command: dtrace runs it again to replay
+// A training run, a launched replay, or one request of a replay session. In a
+// session, `kept` holds the model as it was at the start of the replayed step:
+// the session's first step replay restores it from the checkpoint and keeps
+// it, every later one starts from it (nothing it changed reaches the next
+// request). A launch passes no `kept`.
+int serve(const Options& o, const dtrace::RunOptions& options, const dtrace::ReplayRequest& request,
+          std::optional<Model>* kept, bool first_step_request) {
   auto rec = dtrace::Recorder::open(options, request);
   Trace t(rec.get(), request);
   Model m;
@@ -315,10 +321,16 @@ int run(Options o, const std::vector<std::string>& argv) {
   }
   std::int64_t first = 0, last = o.steps;
   if (request.step) {  // replay one step: restore, fast-forward, record that step
-    first = load_checkpoint(o, m, *request.step);
+    if (kept != nullptr && !first_step_request) {
+      m = kept->value();  // a later request of a session: nothing to fast-forward
+      first = *request.step;
+    } else {
+      first = load_checkpoint(o, m, *request.step);
+    }
     last = *request.step + 1;
   }
   for (std::int64_t step = first; step < last; ++step) {
+    if (kept != nullptr && first_step_request && step == *request.step) *kept = m;
     const bool replayed = request.step && step < *request.step;
     if (!request.is_replay() && o.checkpoint_every > 0 && step > 0 &&
         step % o.checkpoint_every == 0)
@@ -344,6 +356,31 @@ int run(Options o, const std::vector<std::string>& argv) {
       std::printf("tinytrain: %lld steps, loss %.6f\n", static_cast<long long>(last), loss);
   }
   return 0;
+}
+
+int run(Options o, const std::vector<std::string>& argv) {
+  if (o.startup_delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(o.startup_delay));
+  const auto request = dtrace::ReplayRequest::from_environment();
+  // dtrace verify and tax run arms with their own run and checkpoint
+  // directories (DTRACE_RUN_DIR, which the recorder applies, and this one).
+  if (request.checkpoint_dir) o.checkpoint_dir = *request.checkpoint_dir;
+  dtrace::RunOptions options;
+  options.run_dir = o.out;
+  options.run_name = std::filesystem::path(o.out).filename().string();
+  options.level = dtrace::parse_level(o.level).value_or(dtrace::Level::step);
+  options.config_json = std::string("{\"nondet\":") + (o.nondet ? "true" : "false") + "}";
+  options.replay_argv = argv;  // this very command: dtrace runs it again to replay
+  options.serves_sessions = true;  // the header says dtrace-replay/1.2
+  // A replay session: every request as a launch with its variables, then done.
+  if (auto session = dtrace::ReplaySession::from_environment({options.rank})) {
+    std::optional<Model> kept;
+    while (auto served = session->next()) {
+      serve(o, options, *served, &kept, session->first_step_request());
+      session->done();  // after serve() closed the request's recorder
+    }
+    return 0;
+  }
+  return serve(o, options, request, nullptr, false);
 }
 
 }  // namespace
@@ -372,6 +409,8 @@ int main(int argc, char** argv) {
         o.checkpoint_dir = std::filesystem::absolute(value()).string();
       else if (flag == "--nondet")
         o.nondet = true;
+      else if (flag == "--startup-delay")
+        o.startup_delay = std::stod(value());
       else
         throw dtrace::RecorderError("unknown flag " + flag);
       if (flag == "--checkpoint-dir") replay_argv.back() = o.checkpoint_dir;
@@ -381,7 +420,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    if (o.out.empty() && !std::getenv("DTRACE_OUT") && !std::getenv("DTRACE_RUN_DIR"))
+    if (o.out.empty() && !std::getenv("DTRACE_OUT") && !std::getenv("DTRACE_RUN_DIR") &&
+        !std::getenv("DTRACE_SESSION"))
       throw dtrace::RecorderError("--out DIR is required");
     return run(o, replay_argv);
   } catch (const std::exception& e) {

@@ -135,6 +135,20 @@ std::optional<ReplayRequest> ReplaySession::next(std::optional<std::chrono::mill
     if (!value.is_string()) throw bad("env " + name + " is not a string");
     variables[name] = value.get<std::string>();
   }
+  // The ranks' status first, wherever the request names a directory: a
+  // request this process then refuses fails as a launch would, its exit code
+  // in that directory (dtrace-fp(5)).
+  s.statuses.clear();
+  if (const auto dir = lookup(variables, "DTRACE_OUT_DIR")) {
+    std::error_code ec;
+    fs::create_directories(*dir, ec);
+    if (!fs::is_directory(*dir, ec)) {
+      throw RecorderError("DTRACE_OUT_DIR " + *dir + " (" + path + "): cannot create directory");
+    }
+    for (int rank : s.ranks) {
+      s.statuses.push_back(std::make_unique<recording::StatusFile>(recording::status_path(*dir, rank)));
+    }
+  }
   // Only the request's variables: one the process's environment holds and
   // the request lacks is unset for this request (dtrace-fp(5)).
   ReplayRequest request;
@@ -149,16 +163,6 @@ std::optional<ReplayRequest> ReplaySession::next(std::optional<std::chrono::mill
                             (request.step ? std::to_string(*request.step) : std::string("(unset)")) +
                             ": this session replays step " + std::to_string(s.step),
                         Kind::environment);
-  }
-  std::error_code ec;
-  fs::create_directories(*request.out_dir, ec);
-  if (!fs::is_directory(*request.out_dir, ec)) {
-    throw RecorderError("DTRACE_OUT_DIR " + *request.out_dir + " (" + path + "): cannot create directory");
-  }
-  s.statuses.clear();
-  for (int rank : s.ranks) {
-    s.statuses.push_back(
-        std::make_unique<recording::StatusFile>(recording::status_path(*request.out_dir, rank)));
   }
   const bool step_replay = request.step && !request.isolate;
   s.first_step_request = step_replay && !s.seen_step_replay;

@@ -16,31 +16,9 @@ mapfile -t argv < <(replay_argv run)
   fail "minitrain does not announce sessions: $(head -n1 run/rank0.jsonl | jq -c .replay)"
 step=5  # restored from checkpoint 4, step 4 fast-forwarded
 
-mkdir session
-DTRACE_SESSION="$WORK/session" DTRACE_REPLAY_STEP=$step "${argv[@]}" >session.out 2>session.err &
-pid=$!
+. "$(dirname "$0")/session-lib.sh"
+session_start "$WORK/session" $step "${argv[@]}"
 
-# request K JSON-ENV: request K with these variables, written then renamed.
-request() {
-  jq -cn --argjson k "$1" --argjson env "$2" '{request: $k, env: $env}' >"session/.request.$1"
-  mv "session/.request.$1" "session/request.$1.json"
-}
-# answered DIR: wait until both ranks' status in DIR says done (60 s).
-answered() {
-  local i
-  for ((i = 0; i < 6000; i++)); do
-    if grep -qs '^done ' "$1/rank0.status" && grep -qs '^done ' "$1/rank1.status"; then return 0; fi
-    kill -0 "$pid" 2>/dev/null || { cat session.err >&2; fail "the session ended while answering $1: $(cat "$1"/rank*.status 2>/dev/null)"; }
-    sleep 0.01
-  done
-  fail "no answer in $1 after 60 s: $(cat "$1"/rank*.status 2>/dev/null)"
-}
-# vars DIR NAME=VALUE...: the variables of one replay into DIR, as JSON.
-vars() {
-  local dir=$1; shift
-  printf '%s\n' "DTRACE_REPLAY_STEP=$step" "DTRACE_OUT_DIR=$WORK/$dir" "DTRACE_OUT=$WORK/$dir/replay.jsonl" "$@" |
-    jq -Rn '[inputs | capture("^(?<key>[^=]+)=(?<value>.*)$")] | from_entries'
-}
 # launch DIR NAME=VALUE...: the same replay as a launch.
 launch() {
   local dir=$1; shift
@@ -51,14 +29,11 @@ launch() {
 layer=(DTRACE_LEVEL=layer DTRACE_FAST_FORWARD=step)
 capture=(DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/layer.1/mlp "DTRACE_CAPTURE=$WORK/cap-s")
 isolate=(DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/layer.1/mlp DTRACE_ISOLATE=fwd/layer.1/mlp "DTRACE_INPUTS=$WORK/cap-s" DTRACE_REPEAT=2)
-request 0 "$(vars s0 "${layer[@]}")"; answered s0
-request 1 "$(vars s1 "${capture[@]}")"; answered s1
-request 2 "$(vars s2 "${isolate[@]}")"; answered s2
-request 3 "$(vars s3 "${layer[@]}")"; answered s3
-jq -cn '{request: 4, end: true}' >session/.end && mv session/.end session/request.4.json
-for ((i = 0; i < 1000; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
-got=0; wait "$pid" || got=$?
-[ "$got" = 0 ] || { cat session.err >&2; fail "the session exited $got after the end request"; }
+session_serve 0 "$WORK/s0" 2 "${layer[@]}"
+session_serve 1 "$WORK/s1" 2 "${capture[@]}"
+session_serve 2 "$WORK/s2" 2 "${isolate[@]}"
+session_serve 3 "$WORK/s3" 2 "${layer[@]}"
+session_end 4
 for d in s0 s1 s2 s3; do
   for r in 0 1; do grep -q '^done ' "$d/rank$r.status" || fail "$d/rank$r.status: $(cat "$d/rank$r.status")"; done
 done
@@ -80,8 +55,8 @@ grep -q identical out.txt || fail "the captures differ: $(cat out.txt)"
 # After the isolation (captured inputs loaded into a layer) and the capture,
 # step 5 starts from the same state and records the same.
 for r in 0 1; do
-  a=$(records "s0/rank$r.jsonl" | jq -c 'select(.step == 5) | del(.seq, .line, .value)')
-  b=$(records "s3/rank$r.jsonl" | jq -c 'select(.step == 5) | del(.seq, .line, .value)')
+  a=$(step_records "s0/rank$r.jsonl" 5)
+  b=$(step_records "s3/rank$r.jsonl" 5)
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "rank $r: the second step replay's records differ from the first's"
 done
 grep -q '"io":"state"' s3/rank0.jsonl || fail "the second step replay recorded no state"
