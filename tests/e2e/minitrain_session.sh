@@ -60,4 +60,17 @@ for r in 0 1; do
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "rank $r: the second step replay's records differ from the first's"
 done
 grep -q '"io":"state"' s3/rank0.jsonl || fail "the second step replay recorded no state"
+
+# A request the workload cannot serve fails as a launch would: its exit code
+# in that request's directory, the earlier answer left done, the process gone.
+session_start "$WORK/session2" $step "${argv[@]}"
+session_serve 0 "$WORK/t0" 2 "${layer[@]}"
+session_request 1 "$(session_vars "$WORK/t1" DTRACE_LEVEL=kernel DTRACE_ISOLATE=fwd/layer.9/mlp "DTRACE_INPUTS=$WORK/cap-s")"
+got=0; wait "$SESSION_PID" || got=$?
+[ "$got" = 2 ] || fail "a session given a layer minitrain lacks exited $got, expected 2"
+for r in 0 1; do
+  grep -q '^exit 2 ' "t1/rank$r.status" || fail "t1/rank$r.status: $(cat "t1/rank$r.status")"
+  grep -q '^done ' "t0/rank$r.status" || fail "t0/rank$r.status: $(cat "t0/rank$r.status")"
+done
+grep -q 'fwd/layer.9/mlp' session2.err || fail "the session's stderr does not name the layer: $(cat session2.err)"
 echo ok
