@@ -47,7 +47,7 @@ check_program() {
   grep -q '"step":4' s3/rank0.jsonl && fail "$name: the second step replay recorded a fast-forwarded step"
   local a b
   a=$(step_records s0/rank0.jsonl 5) b=$(step_records s3/rank0.jsonl 5)
-  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$name: the second step replay's records differ from the first's"
+  { [ -z "$a" ] || [ "$a" != "$b" ]; } && fail "$name: the second step replay's records differ from the first's"
   grep -q '"io":"state"' s3/rank0.jsonl || fail "$name: the second step replay recorded no state"
   cd "$WORK" || fail "cd"
 }

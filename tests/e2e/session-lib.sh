@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A replay session (dtrace-replay/1.2, dtrace-fp(5) "Replay sessions") driven
 # by hand, as dtrace's runner drives one: request files renamed into place,
 # each answer awaited until every rank's status says done. Sourced by the
