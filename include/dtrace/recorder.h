@@ -390,7 +390,7 @@ int dtrace_session_open(const int32_t* ranks, size_t count, dtrace_session** out
  * DTRACE_ERROR_ORDER (the previous request is not done). */
 int dtrace_session_next(dtrace_session* session, int64_t timeout_ms, int32_t* more);
 
-/* The request is answered: writes "done TIME" as each rank's status in its
+/* The request is answered: writes "done PID TIME" as each rank's status in its
  * DTRACE_OUT_DIR. Call it after every recorder of the request is closed and
  * every file it writes is written. DTRACE_ERROR_ORDER without a request. */
 int dtrace_session_done(dtrace_session* session);

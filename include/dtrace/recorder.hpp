@@ -349,7 +349,7 @@ class Recorder {
 // Status files: next() writes each rank's "running PID" in the request's
 // DTRACE_OUT_DIR at once (the Recorder then refreshes the same file), so a
 // process that exits while serving the request, even before it opens a
-// Recorder, leaves "exit CODE TIME" there; done() writes "done TIME", after
+// Recorder, leaves "exit CODE TIME" there; done() writes "done PID TIME", after
 // which nothing (not the exit 0 after the end request) rewrites that file.
 class ReplaySession {
  public:
@@ -375,7 +375,7 @@ class ReplaySession {
   // `timeout` without a request (unset: wait for ever; dtrace kills the
   // session's processes when it gives up).
   std::optional<ReplayRequest> next(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-  // Writes "done TIME" as each rank's status in the request's DTRACE_OUT_DIR:
+  // Writes "done PID TIME" as each rank's status in the request's DTRACE_OUT_DIR:
   // the answer is complete. Call it after every Recorder of the request is
   // destroyed (its log and capture index closed) and everything else the
   // request writes (kernels.rank<r>.json) is written. Kind::order without a

@@ -144,7 +144,10 @@ void finish_status(const std::string& path) {
     }
   }
   char text[64];
-  std::snprintf(text, sizeof text, "done %lld", static_cast<long long>(now_ns()));
+  // "done PID TIME" (dtrace-fp(5)): the pid keeps this process watched between
+  // requests, as "running PID" did during one.
+  std::snprintf(text, sizeof text, "done %ld %lld", static_cast<long>(::getpid()),
+                static_cast<long long>(now_ns()));
   if (entry) {
     entry->finished = true;
     write_line(entry->fd, text);

@@ -11,7 +11,7 @@
 // "running" with a PID that is gone, which dtrace reads as a failure too.
 //
 // In a replay session (dtrace-replay/1.2) one process answers many requests,
-// each in its own directory: a status file is finished with "done TIME" when
+// each in its own directory: a status file is finished with "done PID TIME" when
 // the request is answered (finish_status), and from then on the exit handler
 // leaves it alone, so the session's exit 0 (or a failure in a later request)
 // lands only in the directory of the request being served.
@@ -47,7 +47,7 @@ class StatusFile {
 // <dir>/rank<r>.status: the one place its name is spelled.
 std::string status_path(const std::string& dir, int rank);
 
-// Writes "done TIME" to `path` (dtrace-fp(5), "Replay sessions") and stops
+// Writes "done PID TIME" to `path` (dtrace-fp(5), "Replay sessions") and stops
 // every StatusFile of it: no later progress or exit line reaches the file.
 // Creates the file when this process has none open. Throws RecorderError
 // when it cannot be written.
