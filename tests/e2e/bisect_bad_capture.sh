@@ -30,9 +30,11 @@ SH
 chmod +x replay.sh
 export WORK
 
+# --launches: the wrapper acts per launch (it names the side from DTRACE_OUT_DIR and
+# spoils DTRACE_CAPTURE after its command exits), so it cannot serve the replay sessions minitrain announces.
 for kind in fifo zero; do
   got=0
-  KIND=$kind timeout 120 "$DTRACE" bisect --json --replay "$WORK/replay.sh" a b >"$OUT" 2>"$ERR" || got=$?
+  KIND=$kind timeout 120 "$DTRACE" bisect --launches --json --replay "$WORK/replay.sh" a b >"$OUT" 2>"$ERR" || got=$?
   [ "$got" = 0 ] || fail "$kind captures: bisect exit $got, expected 0 (kernel named)"
   json_valid dtrace-bisect "$OUT"
   json_is verdict '"named"'

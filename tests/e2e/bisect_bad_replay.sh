@@ -89,11 +89,13 @@ bisect_fails() {
   mkdir -p "$tmp"
   rm -f "$MARKS/$name".*
   local got=0 start=$SECONDS
+  # --launches: the fake workloads write DTRACE_OUT as a launch does; none
+  # serves the replay sessions minitrain's headers announce.
   # exec: a background job of a script starts with SIGINT ignored; dtrace
   # leaves an ignored signal ignored, as a user's Ctrl-C would not be.
   TMPDIR=$tmp python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execv(sys.argv[1], sys.argv[1:])' "$DTRACE" bisect --replay "$WORK/fake/$name.sh" --timeout 3 a b \
+os.execv(sys.argv[1], sys.argv[1:])' "$DTRACE" bisect --launches --replay "$WORK/fake/$name.sh" --timeout 3 a b \
     >"$WORK/out.txt" 2>"$WORK/err.txt" &
   local dtrace_pid=$!
   if [ -n "$signal" ]; then

@@ -21,10 +21,12 @@ runs() {
   argv_of a >argv-a
   argv_of b >argv-b
 }
+# --launches: the wrapper acts per launch (the replay's variables in its own
+# environment), so it cannot serve the replay sessions minitrain announces.
 # refused MODE MESSAGE: bisect with the workload in MODE exits 2, prints no
 # report, and its error says MESSAGE.
 refused() {
-  run_dtrace 2 bisect --json --replay "$workload $1" a b
+  run_dtrace 2 bisect --launches --json --replay "$workload $1" a b
   [ ! -s "$OUT" ] || fail "$1: a report was printed"
   grep -q "^dtrace: error: " "$ERR" || fail "$1: no error line"
   grep "^dtrace: error: " "$ERR" | grep -F -- "$2" >/dev/null || fail "$1: the error does not say: $2"
@@ -32,7 +34,7 @@ refused() {
 
 runs splitk
 scope=$(planted splitk scope)
-run_dtrace 0 bisect --json --replay "$workload comply" a b
+run_dtrace 0 bisect --launches --json --replay "$workload comply" a b
 json_is verdict '"named"'
 json_is culprit.op "\"$(planted splitk op)\""
 
@@ -48,7 +50,7 @@ refused no-capture "replay of run A (capture): the workload left no usable captu
 # An op called twice in the layer, the second call nondeterministic: a
 # workload that cannot tell the calls apart re-runs the first.
 runs splitk-second-call
-run_dtrace 0 bisect --json --replay "$workload comply" a b
+run_dtrace 0 bisect --launches --json --replay "$workload comply" a b
 json_is culprit.occurrence 1
 refused ignore-occurrence "replay of run A (confirm): the workload ignored DTRACE_OCCURRENCE=1: its repetitions ran call 1 of 2 of fwd/layer.0/mlp gemm_fc2 (input 'x' "
 err_has ") instead of call 2"

@@ -35,5 +35,7 @@ json_is culprit.op "\"$(planted splitk op)\""
 [ -s "$WORK/cwds" ] || fail "the workload never ran"
 [ "$(sort -u "$WORK/cwds")" = "$PROJ" ] ||
   fail "replays ran in $(sort -u "$WORK/cwds" | tr '\n' ' '), not in the recorded $PROJ"
-json_true 'len(d["replays"]) == '"$(wc -l <"$WORK/cwds")"
+# One line per process started: per launch (not per replay: a replay session
+# serves all of a side's replays).
+json_true 'len(d["launches"]) == '"$(wc -l <"$WORK/cwds")"
 echo ok

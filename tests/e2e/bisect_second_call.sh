@@ -31,12 +31,13 @@ for side in a b; do
   head -n1 "$side/rank0.jsonl" | python3 -c 'import json, sys; print("\n".join(json.loads(sys.stdin.readline())["replay"]["argv"]))' >"argv-$side"
 done
 workload=$here/noncompliant-workload.py
-run_dtrace 0 bisect --json --replay "$workload alone-repeats" a b
+# --launches: noncompliant-workload.py acts per launch (no replay sessions).
+run_dtrace 0 bisect --launches --json --replay "$workload alone-repeats" a b
 json_is verdict '"named"'
 json_is culprit.occurrence 1
 json_is culprit.basis '"layer-repetitions"'
 json_is evidence.distinct_outputs 1
-run_dtrace 0 bisect --replay "$workload alone-repeats" a b
+run_dtrace 0 bisect --launches --replay "$workload alone-repeats" a b
 out_has "named on the layer's repetitions: fwd/layer.0/mlp gemm_fc2, call 2 of 2 (origin)"
 out_has "  basis:    the layer's repetitions: re-run alone from one input, fwd/layer.0/mlp gave this op's output differing while its inputs matched (alone, from one input, it gave one output)"
 echo ok
