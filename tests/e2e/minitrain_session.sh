@@ -10,8 +10,11 @@
 # step is restored between requests. The process then exits 0 at the end
 # request, leaving every answer's status at done.
 . "$(dirname "$0")/minitrain-lib.sh"
-mt --steps 7 --ranks 2 --level layer --checkpoint-every 2 --checkpoint-dir ck --out run
+mt --steps 7 --ranks 2 --level layer --checkpoint-every 2 --checkpoint-dir ck --out run --startup-delay 0.1
 mapfile -t argv < <(replay_argv run)
+# --startup-delay stands in for a job's start-up: replays pay it too.
+[ "$(replay_argv run | grep -A1 -x -- --startup-delay | tail -n1)" = 0.1 ] ||
+  fail "the replay argv lacks --startup-delay 0.1: ${argv[*]}"
 [ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.2 ] ||
   fail "minitrain does not announce sessions: $(head -n1 run/rank0.jsonl | jq -c .replay)"
 step=5  # restored from checkpoint 4, step 4 fast-forwarded
