@@ -18,7 +18,7 @@
  * turns it on too, =1 off.
  *
  * It serves replay sessions (dtrace-replay/1.2, dtrace-fp(5) "Replay
- * sessions"; dtrace-recorder(3), SESSIONS): under DTRACE_SESSION one process
+ * sessions"; dtrace-recorder(3), "Replay sessions"): under DTRACE_SESSION one process
  * answers every request of a bisect side, each as a launch with the request's
  * variables would, the parameters at the start of the replayed step kept in
  * memory after the first step replay restored them.

@@ -352,7 +352,7 @@ int dtrace_recorder_captured_read(dtrace_recorder* recorder, size_t index, void*
 /* ---- Replay sessions (dtrace-replay/1.2; symbol version DTRACE_1.2). -----
  * dtrace bisect starts a program that announces sessions once per side, with
  * DTRACE_SESSION=dir and DTRACE_REPLAY_STEP=N, and sends it its replays as
- * requests (dtrace-fp(5), "Replay sessions"; dtrace-recorder(3), SESSIONS).
+ * requests (dtrace-fp(5), "Replay sessions"; dtrace-recorder(3), "Replay sessions").
  * The program serves each as a launch with the request's variables would, then
  * says done:
  *
