@@ -125,6 +125,26 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   fs::create_directories(path("tmp"), ec);
   if (!ec) command.env.emplace_back("TMPDIR", path("tmp"));
   auto outcome = record.request ? request(stage, side, command, record) : launch(stage, side, command, record);
+  if (outcome && record.request && outcome->unanswered && outcome->faults.empty() &&
+      report.launches.at(static_cast<std::size_t>(record.launch)).requests == 1) {
+    // Its header says it serves sessions, but the command exited 0 without
+    // answering the first request: a program that does not know sessions
+    // (--replay naming a wrapper that runs one replay, say). It is launched
+    // for every replay instead, this one included, and the report says so.
+    launched_instead_.insert(side.name);
+    report.launches.at(static_cast<std::size_t>(record.launch)).outcome = outcome->describe();
+    const std::string line = "run " + std::string(1, side.name) + "'s replay command exited 0 without answering " +
+                             "its replay session's first request: launched for each replay instead";
+    report.notes.push_back(line);
+    note(stage, line);
+    report.replay_mode = uses_sessions(a) || uses_sessions(b) ? "mixed" : "launches";
+    report.replay_mode_why = line;
+    record.request = false;
+    std::error_code ec;  // the launch writes a new log where the request wrote whatever it did
+    fs::remove_all(command.rank_dir, ec);
+    fs::create_directories(command.rank_dir, ec);
+    outcome = launch(stage, side, command, record);
+  }
   if (!outcome) return Error{"replay of run " + std::string(1, side.name) + " (" + stage + "): " +
                              outcome.error().message};
   record.seconds = outcome->seconds;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,7 +72,9 @@ class Session {
   bool noncompliant() const { return noncompliant_; }
   // Whether `side`'s replays are requests to its sessions: its workload serves
   // them and --launches was not given (plan_sides sets report.replay_mode).
-  bool uses_sessions(const Side& side) const { return side.serves_sessions && !options.launches; }
+  bool uses_sessions(const Side& side) const {
+    return side.serves_sessions && !options.launches && !launched_instead_.contains(side.name);
+  }
   // Ends both sides' sessions: the next replay of each starts a fresh one
   // (another process, where a choice made once per process must be tried
   // again), for the reason `why`. Nothing to do without sessions.
@@ -112,6 +115,9 @@ class Session {
   };
   std::map<char, Served> served_;
   std::string fresh_why_;  // given to the next sessions started
+  // Sides whose replay command exited 0 without answering its session's first
+  // request (a --replay program that does not serve sessions): launched instead.
+  std::set<char> launched_instead_;
 };
 
 // nullopt when the log has no complete step `step` for `rank`.
