@@ -93,6 +93,8 @@ if [ "$asan" = 1 ]; then
   # ran in the plain pass; a sanitized libdtrace inside CPython adds nothing
   # but minutes and interpreter noise, so they run once. So do the browser
   # tests (suite 'browser'): the page is the same bytes, the time is Chromium's.
+  # And the bisect tests' second way (suite 'launches', per-replay launches):
+  # the sessions' runs of the same tests exercise the runner under sanitizers.
   meson test -C "$asan_build" --print-errorlogs --num-processes "$jobs" --timeout-multiplier 4 \
-    --no-suite python --no-suite browser
+    --no-suite python --no-suite browser --no-suite launches
 fi

@@ -29,5 +29,15 @@ bisect_names() {
   json_is culprit.step 0
   json_true 'd["evidence"]["distinct_outputs"] >= 2'
   json_true 'len(d["replays"]) >= 8 and all(r["exit"] == 0 for r in d["replays"])'
+  # minitrain serves replay sessions: one launch per side (the first attempt's
+  # replays diverge, the seeds are pinned); under E2E_REPLAYS=launches, one per replay.
+  if [ "${E2E_REPLAYS:-}" = launches ]; then
+    json_is replay_mode '"launches"'
+    json_true 'len(d["launches"]) == len(d["replays"]) and not any(r["via"] == "request" for r in d["replays"])'
+  else
+    json_is replay_mode '"sessions"'
+    json_true 'len(d["launches"]) == 2 and all(l["session"] for l in d["launches"])'
+    json_true 'all(r["via"] == "request" for r in d["replays"])'
+  fi
   err_has "[layer] replaying A"
 }
