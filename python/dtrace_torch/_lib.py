@@ -127,6 +127,15 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dtrace_recorder_captured_find": ([_p, _c.c_char_p, _c.c_char_p, _c.c_int32, _c.c_char_p,
                                            _c.c_int32, _c.POINTER(_c.c_size_t)], _c.c_int),
         "dtrace_recorder_captured_read": ([_p, _c.c_size_t, _p, _c.c_size_t], _c.c_int),
+        # Replay sessions (DTRACE_1.2, recorder.h "Replay sessions").
+        "dtrace_session_open": ([i32p, _c.c_size_t, _c.POINTER(_p)], _c.c_int),
+        "dtrace_session_next": ([_p, _c.c_int64, i32p], _c.c_int),
+        "dtrace_session_done": ([_p], _c.c_int),
+        "dtrace_session_step": ([_p, i64p], _c.c_int),
+        "dtrace_session_first_step_request": ([_p, i32p], _c.c_int),
+        "dtrace_session_last_error": ([_p], _c.c_char_p),
+        "dtrace_session_close": ([_p], _c.c_int),
+        "dtrace_recorder_open_session": ([_c.POINTER(RunOptions), _p, _c.POINTER(_p)], _c.c_int),
     }
     for name, (argtypes, restype) in sig.items():
         fn = getattr(lib, name)
@@ -183,12 +192,68 @@ def fingerprint_device_batch(addresses: Sequence[int], sizes: Sequence[int], str
     return list(out)
 
 
+class Session:
+    """The replay session this process was started for (DTRACE_SESSION,
+    dtrace-fp(5) "Replay sessions"): libdtrace reads the requests and writes the
+    ranks' statuses; dtrace_torch serves each request as a launch would."""
+
+    def __init__(self, handle):
+        self._lib, self._h = lib(), handle
+
+    @classmethod
+    def open(cls, ranks: Sequence[int]) -> Optional["Session"]:
+        """None without DTRACE_SESSION; RecorderError naming what is wrong with it."""
+        handle = _p()
+        wanted = (_c.c_int32 * len(ranks))(*ranks)
+        code = lib().dtrace_session_open(wanted, len(ranks), _c.byref(handle))
+        if code != OK:
+            message = _s(lib().dtrace_session_last_error(handle)) if handle else ""
+            lib().dtrace_session_close(handle)
+            raise RecorderError(message or _s(lib().dtrace_error_string(code)))
+        return cls(handle) if handle.value else None
+
+    def _check(self, code: int) -> None:
+        if code != OK:
+            raise RecorderError(_s(self._lib.dtrace_session_last_error(self._h)) or
+                                _s(self._lib.dtrace_error_string(code)))
+
+    def next(self) -> bool:
+        """Waits for the next request: True to serve it, False at the end request."""
+        more = _c.c_int32()
+        self._check(self._lib.dtrace_session_next(self._h, -1, _c.byref(more)))
+        return bool(more.value)
+
+    def done(self) -> None: self._check(self._lib.dtrace_session_done(self._h))
+
+    def step(self) -> int:
+        out = _c.c_int64()
+        self._check(self._lib.dtrace_session_step(self._h, _c.byref(out)))
+        return out.value
+
+    def first_step_request(self) -> bool:
+        out = _c.c_int32()
+        self._check(self._lib.dtrace_session_first_step_request(self._h, _c.byref(out)))
+        return bool(out.value)
+
+    @property
+    def handle(self):
+        return self._h
+
+    def close(self) -> None:
+        if self._h is not None:
+            h, self._h = self._h, None
+            self._lib.dtrace_session_close(h)
+
+
 class Native:
-    """One dtrace_recorder handle (one rank)."""
+    """One dtrace_recorder handle (one rank). `session`: open it for a program
+    that serves replay sessions (its header announces dtrace-replay/1.2): with a
+    Session serving a request, for that request; with None, from the environment."""
 
     def __init__(self, *, run_dir: Optional[str], run_name: str, rank: int, world_size: int, level: int,
                  env_json: str, config_json: str, replay_argv: Sequence[str], replay_cwd: Optional[str],
-                 replica_groups: Optional[str] = None, replica_per_rank: Optional[str] = None):
+                 replica_groups: Optional[str] = None, replica_per_rank: Optional[str] = None,
+                 serves_sessions: bool = False, session: Optional[Session] = None):
         self._lib = lib()
         self._dims: dict = {}  # shape -> its int64[] (tensor())
         self._text: dict = {}  # op, name, dtype -> bytes (tensor())
@@ -207,7 +272,11 @@ class Native:
         options.replay_cwd = self._keep[4]
         options.replica_groups, options.replica_per_rank = self._keep[5], self._keep[6]
         handle = _p()
-        code = self._lib.dtrace_recorder_open(_c.byref(options), _c.byref(handle))
+        if serves_sessions or session is not None:
+            code = self._lib.dtrace_recorder_open_session(_c.byref(options), session.handle if session else None,
+                                                          _c.byref(handle))
+        else:
+            code = self._lib.dtrace_recorder_open(_c.byref(options), _c.byref(handle))
         self._h = handle
         if code != OK:
             message = self._message(code)

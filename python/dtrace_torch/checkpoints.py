@@ -10,6 +10,7 @@ error naming the difference instead of a silent partial load.
 """
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import random
@@ -72,11 +73,11 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
         numpy.random.set_state(state["numpy"])
 
 
-def save(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
-         extra: Mapping[str, Any]) -> str:
-    """Writes the state at the start of `step` atomically; returns the file."""
-    os.makedirs(directory, exist_ok=True)
-    payload = {
+def _payload(step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+             extra: Mapping[str, Any]) -> Dict[str, Any]:
+    """What a checkpoint holds: the one list of a step's state, for files and for
+    the copies a replay session keeps (snapshot)."""
+    return {
         "format": "dtrace_torch-checkpoint/1",
         "step": step,
         "signature": signature(model),
@@ -85,6 +86,27 @@ def save(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[
         "rng": rng_state(),
         "extra": {name: obj.state_dict() for name, obj in extra.items()},
     }
+
+
+def snapshot(step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+             extra: Mapping[str, Any]) -> Dict[str, Any]:
+    """The state at the start of `step`, copied in memory (on the tensors' own
+    devices): a replay session starts each later step request from it
+    (dtrace-fp(5), "Replay sessions") without reading the checkpoint again."""
+    return copy.deepcopy(_payload(step, model, optimizer, extra))
+
+
+def restore_snapshot(payload: Mapping[str, Any], model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+                     extra: Mapping[str, Any]) -> None:
+    """Puts a snapshot back, as load() puts a checkpoint back."""
+    _apply(payload, "the replay session's copy", model, optimizer, extra, True)
+
+
+def save(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+         extra: Mapping[str, Any]) -> str:
+    """Writes the state at the start of `step` atomically; returns the file."""
+    os.makedirs(directory, exist_ok=True)
+    payload = _payload(step, model, optimizer, extra)
     final = path_of(directory, step)
     temporary = f"{final}.tmp.{os.getpid()}"
     try:
@@ -113,6 +135,11 @@ def load(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[
         raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
     if not isinstance(payload, dict) or payload.get("format") != "dtrace_torch-checkpoint/1":
         raise CheckpointError(f"{path}: not a dtrace_torch checkpoint")
+    _apply(payload, path, model, optimizer, extra, restore_extra)
+
+
+def _apply(payload: Mapping[str, Any], path: str, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+           extra: Mapping[str, Any], restore_extra: bool) -> None:
     mine, theirs = signature(model), [tuple(x) for x in payload["signature"]]
     mine = [tuple(x) for x in mine]
     if mine != theirs:
