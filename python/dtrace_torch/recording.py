@@ -221,15 +221,15 @@ class Recorder:
             header_config["deterministic"] = deterministic == "1"
         argv = list(replay_argv) if replay_argv is not None else _replay_argv(
             workflow_dir or pinned_dir, deterministic)
-        self.native = _lib.Native(run_dir=run_dir, run_name=run_name or (os.path.basename(run_dir) if run_dir else ""),
-                                  rank=self.rank, world_size=self.world_size, level=_lib.LEVELS[level],
-                                  env_json=json.dumps(environment.env()), config_json=json.dumps(header_config),
-                                  replay_argv=argv, replay_cwd=None,
-                                  replica_groups=_replica_groups(replicas, model, self.world_size),
-                                  replica_per_rank=",".join(own))
-        self.sink = Sink(self.native)
-        self.level = self.native.level()
-        self.replaying = self.native.is_replay()
+        # How libdtrace's recorder is opened: once here, or once per request of a
+        # replay session (dtrace-fp(5), "Replay sessions"), which this package
+        # serves: its headers announce dtrace-replay/1.2.
+        self._native_options = dict(
+            run_dir=run_dir, run_name=run_name or (os.path.basename(run_dir) if run_dir else ""),
+            rank=self.rank, world_size=self.world_size, level=_lib.LEVELS[level],
+            env_json=json.dumps(environment.env()), config_json=json.dumps(header_config),
+            replay_argv=argv, replay_cwd=None, replica_groups=_replica_groups(replicas, model, self.world_size),
+            replica_per_rank=",".join(own), serves_sessions=True)
         self.restored_at: Optional[int] = None
         self._unrecorded = False
         self._generators = _HostGenerators()
@@ -239,9 +239,27 @@ class Recorder:
         self.record_seconds = 0.0
         self.record_cpu_seconds = 0.0
         self._param_names = {id(p): n for n, p in model.named_parameters()}
-        capture = self.native.capture_dir()
+        self._hooks = self._mode = self._collectives = self._calls = None
+        # Under DTRACE_SESSION each request opens its own recorder (steps());
+        # until the first, nothing is recorded and nothing of the user's written.
+        self._session = _lib.Session.open([self.rank])
+        self._snapshot: Optional[Dict[str, Any]] = None
+        self.native: Optional[_lib.Native] = None
+        if self._session is None:
+            self._attach(_lib.Native(**self._native_options))
+        else:
+            self.level, self.replaying = _lib.LEVELS[level], True
+
+    def _attach(self, native: "_lib.Native") -> None:
+        """Records through `native` from now on: the level it is opened at decides
+        the hooks (modules at layer level, ops at kernel level)."""
+        self.native = native
+        self.sink = Sink(native)
+        self.level = native.level()
+        self.replaying = native.is_replay()
+        capture = native.capture_dir()
         self._calls = CallLog(capture, self.rank) if capture else None
-        self._hooks = ModuleHooks(self, model) if self.level >= _lib.LEVEL_LAYER else None
+        self._hooks = ModuleHooks(self, self.model) if self.level >= _lib.LEVEL_LAYER else None
         self._mode = OpRecorder(self) if self.level >= _lib.LEVEL_KERNEL else None
         self._collectives = Collectives(self) if self.level >= _lib.LEVEL_LAYER and self.world_size > 1 else None
         self._patch_optimizer()
@@ -253,6 +271,9 @@ class Recorder:
         restores the nearest checkpoint, yields the steps up to N (recorded only
         from N), and exits the process with status 0 after step N: nothing of the
         program after its loop runs in a replay. DTRACE_STOP_AT exits the same way."""
+        if self._session is not None:
+            yield from self._serve()
+            self._exit()
         n = self.native
         replay = n.replay_step()
         isolating = n.isolate_scope() is not None
@@ -294,6 +315,44 @@ class Recorder:
         if stop is not None:
             self._exit()
         self.close()
+
+    def _serve(self) -> Iterator[int]:
+        """A replay session's requests, each served as a launch with its variables
+        would be (dtrace-fp(5), "Replay sessions"). The first request that runs
+        step N reaches it as a launch does (nearest checkpoint, the steps between
+        yielded and recorded as DTRACE_FAST_FORWARD asks) and keeps a copy of the
+        state at its start (checkpoints.snapshot: what a checkpoint holds); every
+        later request starts from that copy, so whatever a request changed (an
+        optimizer step, an isolation's captured parameters, RNG draws, a sampler
+        named in `state`) is gone. What the loop body reads from elsewhere (an
+        iterator it advances) is not restored: the step's batch must come from
+        `state` or from the step number, as for any checkpoint."""
+        session = self._session
+        step = session.step()
+        while session.next():
+            self._attach(_lib.Native(**self._native_options, session=session))
+            n = self.native
+            isolating = n.isolate_scope() is not None
+            if self._snapshot is None:
+                start = self._restore_nearest(step)
+                n.fast_forward(step)
+                # Before an isolation the steps run unseen by libdtrace (as in a launch).
+                self._unrecorded = isolating
+                for s in range(start, step):
+                    yield s
+                self._unrecorded = False
+                self._snapshot = checkpoints.snapshot(step, self.model, self.optimizer, self.extra)
+            else:
+                checkpoints.restore_snapshot(self._snapshot, self.model, self.optimizer, self.extra)
+                self.restored_at = step
+                n.fast_forward(step)
+            if isolating:
+                from .isolation import isolate
+                isolate(self, step)
+            else:
+                yield step
+            self._detach()
+            session.done()
 
     @contextlib.contextmanager
     def step(self, number: int, batch: Any = None):
@@ -357,18 +416,29 @@ class Recorder:
             self.sink.tensors_(_lib.LEVELS[level], op, ios[io], list(tensors.items()))
 
     def close(self) -> None:
+        self._detach()
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def _detach(self) -> None:
+        """Takes the hooks away and closes libdtrace's recorder (its log complete)."""
         if self.optimizer is not None and "step" in vars(self.optimizer):
             del self.optimizer.step  # the class's own step again
         if self._hooks:
             self._hooks.remove()
             self._hooks = None
+        if self._mode is not None:
+            self._mode = None
         if self._collectives:
             self._collectives.remove()
             self._collectives = None
         if self._calls:
             self._calls.close()
             self._calls = None
-        self.native.close()
+        if self.native is not None:
+            native, self.native = self.native, None
+            native.close()
 
     # ---- what the loop does not see -------------------------------------------
     @contextlib.contextmanager

@@ -3,7 +3,8 @@
 # unpinned: each process, replays included, picks the lm-head configuration
 # on its own) is named even when a layer-pass attempt's replays make the same
 # choice (issue 12): replays that reproduce one run's records while the runs
-# differ make bisect start more, until two differ. Four bisects here, and more
+# differ make bisect start more, until two differ (in fresh processes: with
+# replay sessions, fresh sessions per attempt). Four bisects here, and more
 # until one has met an attempt whose replays agree (about half do) and counted
 # outcomes, whose numbers are checked: at most 16 (a chance of 1 in 65,536 of
 # meeting none); tools/bench/per_process.sh measures 20 of 20 at 1 and 4 ranks.
@@ -36,6 +37,13 @@ while [ "$bisects" -lt 4 ] || { [ "$extended" = 0 ] && [ "$bisects" -lt 16 ]; };
     json_true 'd["outcomes"]["like_a"] + d["outcomes"]["like_b"] + d["outcomes"]["neither"] == d["outcomes"]["replays"]'
     json_true 'd["outcomes"]["replays"] == 2 * d["outcomes"]["attempts"]'
     json_true 'd["outcomes"]["like_a"] >= 1 and d["outcomes"]["like_b"] >= 1 and d["outcomes"]["neither"] == 0'
+    # A session makes its process's choice once: each attempt after the first
+    # ran in fresh sessions (a launch per side per attempt), and the report says so.
+    if [ "${E2E_REPLAYS:-}" != launches ]; then
+      json_true 'len(d["launches"]) == 2 * d["outcomes"]["attempts"] and all(l["session"] for l in d["launches"])'
+      json_true 'all(l["why"] for l in d["launches"][2:]) and not any(l["why"] for l in d["launches"][:2])'
+      json_true 'any("fresh sessions" in n for n in d["notes"])'
+    fi
   fi
 done
 [ "$extended" -gt 0 ] || fail "none of $bisects bisects met replays that agreed: the outcome counts went unchecked"

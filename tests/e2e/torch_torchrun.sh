@@ -6,7 +6,8 @@
 # rank records it. DTRACE_TORCH_LAUNCHER holds the torchrun line, so each run's
 # replay command is torchrun's and bisect's replays restart both ranks through
 # it: bisect --trust names the planted op on rank 1 (at step level diff sees
-# both ranks differ: the gradients are averaged across them).
+# both ranks differ: the gradients are averaged across them), starting torchrun
+# once per side (replay sessions).
 . "$(dirname "$0")/torch-lib.sh"
 if ! "$PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
   skip "$PYTHON has no torch.distributed.run"
@@ -31,4 +32,15 @@ json_is verdict '"named"'
 json_is culprit.rank 1
 json_is culprit.op '"dtrace_example.combine.default"'
 json_is culprit.scope '"fwd/blocks.0.moe"'
+# dtrace_torch serves replay sessions: torchrun is started once per side, both
+# ranks serving every replay (issue 30); with --launches once per replay.
+if [ "${E2E_REPLAYS:-}" = launches ]; then
+  json_is replay_mode '"launches"'
+  json_true 'len(d["launches"]) == len(d["replays"]) >= 8'
+else
+  json_is replay_mode '"sessions"'
+  json_true 'len(d["launches"]) == 2 and [l["side"] for l in d["launches"]] == ["A", "B"]'
+  json_true 'all(l["session"] and l["argv"][1:3] == ["-m", "torch.distributed.run"] for l in d["launches"])'
+  json_true 'len(d["replays"]) >= 8 and all(r["via"] == "request" for r in d["replays"])'
+fi
 echo ok
