@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, param_grads
+from . import _lib, compiled, param_grads
 from .records import flatten
 
 FWD_HOOK_KWARGS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters
@@ -48,7 +48,7 @@ def _keep(value: Any) -> Any:
 class ModuleHooks:
     """Installs and removes the hooks on every named submodule of a model."""
 
-    def __init__(self, recorder, model: torch.nn.Module):
+    def __init__(self, recorder, model: torch.nn.Module, regions=None):
         self.rec = recorder
         self.stack: List[str] = []
         self.calls: Dict[str, int] = {}  # occurrences of each module scope in this step
@@ -67,9 +67,9 @@ class ModuleHooks:
         # leaves of that scope put off until they have (_param_grads_done).
         self.pending: Dict[str, int] = {}
         self.deferred: Dict[str, int] = {}
-        for name, module in model.named_modules():
-            if name:
-                self._install(name, module)
+        # A torch.compile'd region is one scope; its modules get no hooks (compiled.py).
+        for name, module in compiled.hooked_modules(model, regions or {}):
+            self._install(name, module)
 
     def _install(self, name: str, module: torch.nn.Module) -> None:
         fwd, bwd = f"fwd/{name}", f"bwd/{name}"

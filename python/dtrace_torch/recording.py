@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
-from . import _lib, checkpoints, environment
+from . import _lib, checkpoints, compiled, environment
 from .calls import CallLog
 from .collectives import Collectives
 from .dispatch import OpRecorder, named_inputs
@@ -241,8 +241,10 @@ class Recorder:
         self._param_names = {id(p): n for n, p in model.named_parameters()}
         capture = self.native.capture_dir()
         self._calls = CallLog(capture, self.rank) if capture else None
-        self._hooks = ModuleHooks(self, model) if self.level >= _lib.LEVEL_LAYER else None
+        regions = compiled.find(model) if self.level >= _lib.LEVEL_LAYER else {}
+        self._hooks = ModuleHooks(self, model, regions) if self.level >= _lib.LEVEL_LAYER else None
         self._mode = OpRecorder(self) if self.level >= _lib.LEVEL_KERNEL else None
+        self._compiled = compiled.Regions(self, regions) if regions else None
         self._collectives = Collectives(self) if self.level >= _lib.LEVEL_LAYER and self.world_size > 1 else None
         self._patch_optimizer()
 
@@ -362,6 +364,9 @@ class Recorder:
         if self._hooks:
             self._hooks.remove()
             self._hooks = None
+        if self._compiled:
+            self._compiled.remove()
+            self._compiled = None
         if self._collectives:
             self._collectives.remove()
             self._collectives = None
