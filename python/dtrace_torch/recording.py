@@ -246,6 +246,7 @@ class Recorder:
         self._mode = OpRecorder(self) if self.level >= _lib.LEVEL_KERNEL else None
         self._compiled = compiled.Regions(self, regions) if regions else None
         self._collectives = Collectives(self) if self.level >= _lib.LEVEL_LAYER and self.world_size > 1 else None
+        self._optimizer_hooks: list = []
         self._patch_optimizer()
 
     # ---- the loop ----------------------------------------------------------
@@ -359,8 +360,12 @@ class Recorder:
             self.sink.tensors_(_lib.LEVELS[level], op, ios[io], list(tensors.items()))
 
     def close(self) -> None:
-        if self.optimizer is not None and "step" in vars(self.optimizer):
-            del self.optimizer.step  # the class's own step again
+        for handle in self._optimizer_hooks:
+            handle.remove()
+        self._optimizer_hooks = []
+        if self.optimizer is not None and "step" in vars(self.optimizer) and not hasattr(
+                self.optimizer, "register_step_pre_hook"):
+            del self.optimizer.step  # the class's own step again (torch 1.13's wrapper)
         if self._hooks:
             self._hooks.remove()
             self._hooks = None
@@ -414,20 +419,30 @@ class Recorder:
 
     def _patch_optimizer(self) -> None:
         """The gradients as the optimizer sees them, before it steps, and its own
-        kernels under scope "opt". torch 2.x has step pre-hooks, 1.13 does not: the
-        bound step method is wrapped instead (same effect, any torch)."""
+        kernels under scope "opt". torch 2.x: the optimizer's step pre- and
+        post-hooks, which leave its `step` as it is (an LR scheduler made
+        later wraps it, and close() takes nothing of the scheduler's away).
+        torch 1.13 has no step hooks: the bound step method is wrapped instead."""
         if self.optimizer is None:
             return
         opt, rec = self.optimizer, self
-        original = opt.step
 
-        def step(*args, **kwargs):
+        def before():
             if rec.current_step is not None:
                 rec.sink.set_scope("step")
                 with rec._timed():
                     rec.sink.tensors_(_lib.LEVEL_STEP, "grads", _lib.IO_OUT,
                                       [(n, p.grad) for n, p in rec.model.named_parameters() if p.grad is not None])
                 rec.sink.set_scope("opt")
+
+        if hasattr(opt, "register_step_pre_hook"):
+            self._optimizer_hooks = [opt.register_step_pre_hook(lambda *_: before()),
+                                     opt.register_step_post_hook(lambda *_: rec.sink.set_scope("step"))]
+            return
+        original = opt.step
+
+        def step(*args, **kwargs):
+            before()
             try:
                 return original(*args, **kwargs)
             finally:
