@@ -8,7 +8,8 @@ module it compiled). dtrace_torch records a region as one opaque unit
 
 - layer level: the region is a scope, fwd/<region> and bwd/<region>, by the
   ordinary module hooks on the compiled module (they run outside the compiled
-  code). The modules inside it get no hooks: a hook there would run inside
+  code); torch never calls its full backward hook, so the region's input
+  gradients are recorded from a hook on those inputs instead (_input_gradients). The modules inside it get no hooks: a hook there would run inside
   dynamo's trace, break the graph at every boundary and so change the kernels
   inductor generates, and what it recorded would not be what the job ran.
 - kernel level: the dispatch mode (dispatch.OpRecorder) would make dynamo run
@@ -163,7 +164,7 @@ class Regions:
 
         def forward(*args, **kwargs):
             mode = rec.rec._mode
-            if mode is None and not rec.isolating:
+            if mode is None and rec.rec._hooks is None and not rec.isolating:
                 return inner(*args, **kwargs)
             wanted = rec.rec.sink.active and rec.rec.sink.native.wants(rec._level())
             if wanted:
@@ -175,40 +176,71 @@ class Regions:
                 out = inner(*args, **kwargs)
             if wanted:
                 rec._record(_lib.IO_OUT, flatten("out", out if isinstance(out, (tuple, list)) else [out]))
-            if mode is not None and torch.is_grad_enabled():
-                results = [t for _, t in flatten("out", out) if t.requires_grad]
+            if rec.rec._hooks is not None and torch.is_grad_enabled():
                 stops = [t for _, t in flatten("input", list(args)) + flatten("input", kwargs)]
-                for node in _compiled_nodes(results, stops):
-                    rec._watch_backward(node, bwd)
+                if mode is not None:
+                    results = [t for _, t in flatten("out", out) if t.requires_grad]
+                    rec._watch_backward(_compiled_nodes(results, stops), bwd, type(module).__name__)
+                if rec.rec.backward_hooks:
+                    rec._input_gradients(stops, bwd, type(module).__name__)
             return out
 
         module.forward = forward
 
-    def _watch_backward(self, node, bwd: str) -> None:
+    def _watch_backward(self, nodes: List, bwd: str, op: str) -> None:
+        """The compiled backward nodes of one region call: each runs in
+        bwd/<region> without the dispatch mode and is recorded at kernel level
+        as one REGION_OP call."""
         rec = self.rec
-        state = {}
 
-        def pre(grad_outputs):
+        def watch(node) -> None:
+            state = {}
+
+            def pre(grad_outputs):
+                hooks = rec._hooks
+                scope = bwd if hooks is None or hooks.only is None else rec.sink.scope
+                state["previous"] = rec.sink.set_scope(scope)
+                if rec.sink.active and rec.sink.native.wants(_lib.LEVEL_KERNEL):
+                    self._occurrence()
+                    rec.sink.tensors_(_lib.LEVEL_KERNEL, REGION_OP, _lib.IO_IN,
+                                      flatten("grad_output", list(grad_outputs)))
+                state["mode"] = contextlib.ExitStack()
+                state["mode"].enter_context(mode_set_aside(rec._mode))
+                return None
+
+            def post(grad_inputs, grad_outputs):
+                if "mode" in state:
+                    state.pop("mode").close()
+                grads = list(grad_inputs)
+                rec.sink.tensors_(_lib.LEVEL_KERNEL, REGION_OP, _lib.IO_OUT, flatten("grad_input", grads))
+                rec.sink.set_scope(state.pop("previous", None) or rec.sink.scope)
+                return None
+
+            node.register_prehook(pre)
+            node.register_hook(post)
+
+        for node in nodes:
+            watch(node)
+
+    def _input_gradients(self, inputs: List[torch.Tensor], bwd: str, op: str) -> None:
+        """The module's full backward hook, which torch never calls for a
+        compiled module (its backward pre-hook it does): once the gradients of
+        all the region's inputs are computed, hooks.py records them
+        (grad_input.<i> in bwd/<region>) and leaves the scope."""
+        rec = self.rec
+        wanted = [t for t in inputs if t.requires_grad]
+        if not wanted:
+            return
+
+        def done(grads):
             hooks = rec._hooks
-            scope = bwd if hooks is None or hooks.only is None else rec.sink.scope
-            state["previous"] = rec.sink.set_scope(scope)
-            if rec.sink.active and rec.sink.native.wants(_lib.LEVEL_KERNEL):
-                self._occurrence()
-                rec.sink.tensors_(_lib.LEVEL_KERNEL, REGION_OP, _lib.IO_IN,
-                                  flatten("grad_output", list(grad_outputs)))
-            state["mode"] = contextlib.ExitStack()
-            state["mode"].enter_context(mode_set_aside(rec._mode))
-            return None
+            if hooks is None or hooks.only is not None:  # isolation records its own (isolation.py)
+                return
+            # One per tensor argument, None where it needs none, as the full hook's.
+            computed = iter(grads)
+            hooks.backward_done(bwd, op, tuple(next(computed) if t.requires_grad else None for t in inputs), None)
 
-        def post(grad_inputs, grad_outputs):
-            if "mode" in state:
-                state.pop("mode").close()
-            rec.sink.tensors_(_lib.LEVEL_KERNEL, REGION_OP, _lib.IO_OUT, flatten("grad_input", list(grad_inputs)))
-            rec.sink.set_scope(state.pop("previous", None) or rec.sink.scope)
-            return None
-
-        node.register_prehook(pre)
-        node.register_hook(post)
+        torch.autograd.graph.register_multi_grad_hook(wanted, done)
 
     def remove(self) -> None:
         for name, inner in self.originals.items():

@@ -8,7 +8,8 @@
 # dynamo fall back to), forward and backward. Two runs diverge at step 0 and
 # bisect --trust names the region: torch.compile in fwd/blocks.0, confirmed
 # alone from its captured inputs, with inductor's generated kernels and the
-# custom op among what it ran (torch.profiler).
+# custom op among what it ran (torch.profiler). A cause in the region's
+# backward (--nondet dispatch-bwd) is named in bwd/blocks.0.
 #
 # torch 1.13 has no torch.compile: there the test checks that --compile is
 # refused, saying so, and skips (status 77, under CI too: tools/test.sh's torch
@@ -70,4 +71,18 @@ json_true 'd["evidence"]["distinct_outputs"] >= 2'
 # inductor's generated C++ kernels and the custom op its code called.
 json_true 'any("cpp_fused" in k for k in d["evidence"]["kernels"])'
 json_true '"dtrace_example::combine" in d["evidence"]["kernels"]'
+
+# A cause in a region's backward: --nondet dispatch-bwd's Dispatch function
+# runs between the region's graph breaks, so its backward is an eager node of
+# the region's backward, calling the combine op. torch never calls a compiled
+# module's full backward hook; the recorder records the region's input
+# gradients itself, so the layer pass names bwd/blocks.0 and the kernel pass
+# the op that ran there.
+ex --steps 1 --layers 1 --compile --nondet dispatch-bwd --run-dir c --checkpoint-dir cc
+ex --steps 1 --layers 1 --compile --nondet dispatch-bwd --run-dir d --checkpoint-dir cd
+run_dtrace 0 bisect --trust --timeout 900 --json c d
+json_is verdict '"named"'
+json_is culprit.scope '"bwd/blocks.0"'
+json_is culprit.op '"dtrace_example.combine.default"'
+json_is culprit.basis '"confirmed"'
 echo ok
