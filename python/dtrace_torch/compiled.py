@@ -166,7 +166,10 @@ class Regions:
             mode = rec.rec._mode
             if mode is None and rec.rec._hooks is None and not rec.isolating:
                 return inner(*args, **kwargs)
-            wanted = rec.rec.sink.active and rec.rec.sink.native.wants(rec._level())
+            # The op is recorded at kernel level, and in an isolation of it
+            # whatever the level; at layer level the hooks record the region.
+            wanted = (mode is not None or rec.isolating) and rec.rec.sink.active and \
+                rec.rec.sink.native.wants(rec._level())
             if wanted:
                 from .hooks import rng_inputs
                 occurrence = rec._occurrence()
@@ -180,18 +183,23 @@ class Regions:
                 stops = [t for _, t in flatten("input", list(args)) + flatten("input", kwargs)]
                 if mode is not None:
                     results = [t for _, t in flatten("out", out) if t.requires_grad]
-                    rec._watch_backward(_compiled_nodes(results, stops), bwd, type(module).__name__)
+                    # No input needs a gradient (a whole model fed token ids):
+                    # nothing marks the end of the region's backward but its
+                    # last compiled node, after which its scope is left.
+                    last = rec.rec.backward_hooks and not any(t.requires_grad for t in stops)
+                    rec._watch_backward(_compiled_nodes(results, stops), bwd, last)
                 if rec.rec.backward_hooks:
                     rec._input_gradients(stops, bwd, type(module).__name__)
             return out
 
         module.forward = forward
 
-    def _watch_backward(self, nodes: List, bwd: str, op: str) -> None:
+    def _watch_backward(self, nodes: List, bwd: str, leave: bool) -> None:
         """The compiled backward nodes of one region call: each runs in
         bwd/<region> without the dispatch mode and is recorded at kernel level
-        as one REGION_OP call."""
+        as one REGION_OP call. `leave`: the last of them leaves the scope."""
         rec = self.rec
+        left = [len(nodes)]
 
         def watch(node) -> None:
             state = {}
@@ -214,6 +222,10 @@ class Regions:
                 grads = list(grad_inputs)
                 rec.sink.tensors_(_lib.LEVEL_KERNEL, REGION_OP, _lib.IO_OUT, flatten("grad_input", grads))
                 rec.sink.set_scope(state.pop("previous", None) or rec.sink.scope)
+                left[0] -= 1
+                hooks = rec._hooks
+                if leave and left[0] == 0 and hooks is not None and hooks.only is None and bwd in hooks.bwd_stack:
+                    hooks._leave_bwd(bwd)
                 return None
 
             node.register_prehook(pre)

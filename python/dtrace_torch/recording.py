@@ -241,7 +241,11 @@ class Recorder:
         self._param_names = {id(p): n for n, p in model.named_parameters()}
         capture = self.native.capture_dir()
         self._calls = CallLog(capture, self.rank) if capture else None
-        regions = compiled.find(model) if self.level >= _lib.LEVEL_LAYER else {}
+        try:
+            regions = compiled.find(model) if self.level >= _lib.LEVEL_LAYER else {}
+        except DtraceError:
+            self.native.close()
+            raise
         self._hooks = ModuleHooks(self, model, regions) if self.level >= _lib.LEVEL_LAYER else None
         self._mode = OpRecorder(self) if self.level >= _lib.LEVEL_KERNEL else None
         self._compiled = compiled.Regions(self, regions) if regions else None
@@ -420,9 +424,10 @@ class Recorder:
     def _patch_optimizer(self) -> None:
         """The gradients as the optimizer sees them, before it steps, and its own
         kernels under scope "opt". torch 2.x: the optimizer's step pre- and
-        post-hooks, which leave its `step` as it is (an LR scheduler made
-        later wraps it, and close() takes nothing of the scheduler's away).
-        torch 1.13 has no step hooks: the bound step method is wrapped instead."""
+        post-hooks, which leave its `step` as it is (an LR scheduler checks at
+        its first step that `step` is still its own wrapper, and close() must
+        not take that wrapper away). torch 1.13 has no step hooks: the bound
+        step method is wrapped instead."""
         if self.optimizer is None:
             return
         opt, rec = self.optimizer, self

@@ -59,6 +59,38 @@ out = lambda recs, op: [r["hash"] for r in recs if r["scope"] == "fwd/blocks.0" 
 assert out(kernel, "torch.compile") == out(layer, "OptimizedModule"), "the region computed otherwise at kernel level"
 PY
 
+# The whole model compiled: one region, scope _orig_mod. Its inputs need no
+# gradient, so the end of its backward is its last compiled node: the kernels
+# after it (clip_grad_norm's) are not the region's. A module compiled in place
+# (Module.compile(), hooks inside the compiled code) is refused.
+"$PYTHON" - <<'PY' || fail "a whole model compiled"
+import collections, json, torch, dtrace_torch as dt
+torch.manual_seed(0)
+model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+rec = dt.Recorder(model, opt, run_dir="whole", level="kernel")
+for step in rec.steps(1):
+    with rec.step(step):
+        model(torch.randn(5, 8)).sum().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+records = [r for r in map(json.loads, open("whole/rank0.jsonl")) if "scope" in r]
+ops = collections.defaultdict(set)
+for r in records:
+    ops[r["scope"]].add(r["op"])
+assert ops["fwd/_orig_mod"] == {"OptimizedModule", "torch.compile"}, dict(ops)
+assert "torch.compile" in ops["bwd/_orig_mod"], dict(ops)
+norms = {r["scope"] for r in records if "norm" in r["op"]}
+assert norms and "bwd/_orig_mod" not in norms, norms
+inplace = torch.nn.Linear(2, 2)
+inplace.compile()
+try:
+    dt.Recorder(inplace, None, run_dir="inplace", level="layer")
+    raise AssertionError("a module compiled in place was recorded")
+except dt.DtraceError as e:
+    assert "compiled in place" in str(e), e
+PY
+
 run_dtrace 1 diff --json a b
 json_is first.step 0
 run_dtrace 0 bisect --trust --timeout 900 --json a b
