@@ -9,7 +9,7 @@
 #
 # Where: DTRACE_TORCH2_ROOT, default /var/cache/dtrace/trixie. A cache of the
 # machine, not of a build directory: CI builds a fresh clone each time and
-# several worktrees share a machine, and 1.6 GB made in about 2 minutes is worth
+# several worktrees share a machine, and 1.7 GB made in about 5 minutes is worth
 # making once. Built in ROOT.new and renamed when complete, so a root that
 # exists is complete; the file ROOT/.dtrace-torch2 names what went into it, and
 # a root made with other packages is made again.
