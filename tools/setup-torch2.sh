@@ -9,7 +9,7 @@
 #
 # Where: DTRACE_TORCH2_ROOT, default /var/cache/dtrace/trixie. A cache of the
 # machine, not of a build directory: CI builds a fresh clone each time and
-# several worktrees share a machine, and 1.6 GB made in about 2 minutes is worth
+# several worktrees share a machine, and 1.7 GB made in about 5 minutes is worth
 # making once. Built in ROOT.new and renamed when complete, so a root that
 # exists is complete; the file ROOT/.dtrace-torch2 names what went into it, and
 # a root made with other packages is made again.
@@ -48,8 +48,10 @@ root=${root%/}
 python=$root-python3
 mirror=${DTRACE_TORCH2_MIRROR:-http://deb.debian.org/debian}
 # python3-torch: the point; python3-numpy: torch_generators; procps: ps for the
-# tests' process checks run from Python.
-packages="python3-torch python3-numpy procps"
+# tests' process checks run from Python; g++, python3-dev, python3-setuptools
+# and libtorch-dev: what torch.compile's inductor needs to build its C++
+# kernels on the CPU (a compiler, Python.h, and torch's own headers).
+packages="python3-torch python3-numpy procps g++ python3-dev python3-setuptools libtorch-dev"
 stamp="trixie minbase $packages"
 [ "$(id -u)" -eq 0 ] || { echo "$0: chroot and mount need root" >&2; exit 2; }
 mkdir -p "$(dirname "$root")"

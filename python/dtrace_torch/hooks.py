@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, param_grads
+from . import _lib, compiled, param_grads
 from .records import flatten
 
 FWD_HOOK_KWARGS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters
@@ -48,7 +48,7 @@ def _keep(value: Any) -> Any:
 class ModuleHooks:
     """Installs and removes the hooks on every named submodule of a model."""
 
-    def __init__(self, recorder, model: torch.nn.Module):
+    def __init__(self, recorder, model: torch.nn.Module, regions=None):
         self.rec = recorder
         self.stack: List[str] = []
         self.calls: Dict[str, int] = {}  # occurrences of each module scope in this step
@@ -67,9 +67,9 @@ class ModuleHooks:
         # leaves of that scope put off until they have (_param_grads_done).
         self.pending: Dict[str, int] = {}
         self.deferred: Dict[str, int] = {}
-        for name, module in model.named_modules():
-            if name:
-                self._install(name, module)
+        # A torch.compile'd region is one scope; its modules get no hooks (compiled.py).
+        for name, module in compiled.hooked_modules(model, regions or {}):
+            self._install(name, module)
 
     def _install(self, name: str, module: torch.nn.Module) -> None:
         fwd, bwd = f"fwd/{name}", f"bwd/{name}"
@@ -130,26 +130,7 @@ class ModuleHooks:
         def bwd_post(mod, grad_input, grad_output):
             if self.only is not None:  # an isolated backward records itself (isolation.py)
                 return None
-            self.rec.sink.set_scope(bwd)
-            if not HAS_BWD_PRE:
-                self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, flatten("grad_output", grad_output))
-            occurrence = self.calls.get(bwd, 0)
-            self.calls[bwd] = occurrence + 1
-            if self.saved.get(bwd):
-                # Backward runs the calls in reverse order of their forwards.
-                args, kwargs, rng = self.saved[bwd].pop()
-                items = flatten("input", args) + flatten("input", kwargs) + rng
-                self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, items)
-                self.rec.log_call(bwd, op, occurrence, args, kwargs)
-            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, flatten("grad_input", grad_input))
-            if self.pending.get(bwd) and all(g is None for g in grad_input):
-                # No input needed a gradient (an embedding's indices): torch calls
-                # this hook from the outputs' gradients, before the module's own
-                # backward has run. Its kernels are the scope's too: it is left
-                # once the module's parameter-use nodes have run.
-                self.deferred[bwd] = self.deferred.get(bwd, 0) + 1
-            else:
-                self._leave_bwd(bwd)
+            self.backward_done(bwd, op, grad_input, grad_output)
             return None
 
         if FWD_HOOK_KWARGS:
@@ -162,6 +143,32 @@ class ModuleHooks:
             if HAS_BWD_PRE:
                 self.handles.append(module.register_full_backward_pre_hook(bwd_pre))
             self.handles.append(module.register_full_backward_hook(bwd_post))
+
+    def backward_done(self, bwd: str, op: str, grad_input, grad_output) -> None:
+        """A module's backward has computed its input gradients (its full
+        backward hook; compiled.py calls it for a compiled module, whose full
+        backward hook torch never calls): records them, with the forward
+        arguments a capture of this scope kept, and leaves the scope."""
+        self.rec.sink.set_scope(bwd)
+        if not HAS_BWD_PRE:
+            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, flatten("grad_output", grad_output))
+        occurrence = self.calls.get(bwd, 0)
+        self.calls[bwd] = occurrence + 1
+        if self.saved.get(bwd):
+            # Backward runs the calls in reverse order of their forwards.
+            args, kwargs, rng = self.saved[bwd].pop()
+            items = flatten("input", args) + flatten("input", kwargs) + rng
+            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, items)
+            self.rec.log_call(bwd, op, occurrence, args, kwargs)
+        self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, flatten("grad_input", grad_input))
+        if self.pending.get(bwd) and all(g is None for g in grad_input):
+            # No input needed a gradient (an embedding's indices): torch calls
+            # this hook from the outputs' gradients, before the module's own
+            # backward has run. Its kernels are the scope's too: it is left
+            # once the module's parameter-use nodes have run.
+            self.deferred[bwd] = self.deferred.get(bwd, 0) + 1
+        else:
+            self._leave_bwd(bwd)
 
     def _watch_param_grads(self, mod: torch.nn.Module, bwd: str, op: str, args, kwargs, outputs) -> None:
         """Layer level: this call's contribution to each of the module's own

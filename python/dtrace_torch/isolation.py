@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, calls, kernels, param_grads
+from . import _lib, calls, compiled, kernels, param_grads
 from .dispatch import named_inputs
 from .errors import CaptureError
 from .fingerprints import _DTYPES
@@ -108,7 +108,9 @@ def _isolate(rec, step: Optional[int]) -> None:
         raise CaptureError(f"{native.inputs_dir()}: the capture holds no record for rank {rec.rank}")
     captured_step = records[0]["step"]
     repeat = native.repeat()
-    if op:
+    if op == compiled.REGION_OP:
+        compiled.isolate_region(rec, scope, captured_step, repeat, step)
+    elif op:
         _isolate_op(rec, scope, op, captured_step, repeat)
     elif scope.startswith("fwd/"):
         _isolate_module(rec, scope, captured_step, repeat, step)
@@ -126,7 +128,9 @@ def _module_target(rec, scope: str, captured_step: int, step: Optional[int]):
         raise CaptureError(f"DTRACE_ISOLATE={scope}: a module is re-run with the parameters of its step: "
                            "set DTRACE_REPLAY_STEP too")
     name = scope[len("fwd/"):]  # "bwd/" has the same length
-    module = _module(rec.model, name)
+    # A compiled region by its scope name (the whole model's is not a submodule).
+    regions = rec._compiled.regions if rec._compiled is not None else {}
+    module = regions[name] if name in regions else _module(rec.model, name)
     op = type(module).__name__
     entries = _entries(rec, scope, op, captured_step)
     if rec._hooks:

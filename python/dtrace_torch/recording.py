@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 
-from . import _lib, checkpoints, environment
+from . import _lib, checkpoints, compiled, environment
 from .calls import CallLog
 from .collectives import Collectives
 from .dispatch import OpRecorder, named_inputs
@@ -239,7 +239,8 @@ class Recorder:
         self.record_seconds = 0.0
         self.record_cpu_seconds = 0.0
         self._param_names = {id(p): n for n, p in model.named_parameters()}
-        self._hooks = self._mode = self._collectives = self._calls = None
+        self._hooks = self._mode = self._collectives = self._calls = self._compiled = None
+        self._optimizer_hooks: list = []
         # Under DTRACE_SESSION each request opens its own recorder (steps());
         # until the first, nothing is recorded and nothing of the user's written.
         self._session = _lib.Session.open([self.rank])
@@ -259,8 +260,15 @@ class Recorder:
         self.replaying = native.is_replay()
         capture = native.capture_dir()
         self._calls = CallLog(capture, self.rank) if capture else None
-        self._hooks = ModuleHooks(self, self.model) if self.level >= _lib.LEVEL_LAYER else None
+        try:
+            regions = compiled.find(self.model) if self.level >= _lib.LEVEL_LAYER else {}
+        except DtraceError:
+            self.native, native = None, self.native
+            native.close()
+            raise
+        self._hooks = ModuleHooks(self, self.model, regions) if self.level >= _lib.LEVEL_LAYER else None
         self._mode = OpRecorder(self) if self.level >= _lib.LEVEL_KERNEL else None
+        self._compiled = compiled.Regions(self, regions) if regions else None
         self._collectives = Collectives(self) if self.level >= _lib.LEVEL_LAYER and self.world_size > 1 else None
         self._patch_optimizer()
 
@@ -423,11 +431,18 @@ class Recorder:
 
     def _detach(self) -> None:
         """Takes the hooks away and closes libdtrace's recorder (its log complete)."""
-        if self.optimizer is not None and "step" in vars(self.optimizer):
-            del self.optimizer.step  # the class's own step again
+        for handle in self._optimizer_hooks:
+            handle.remove()
+        self._optimizer_hooks = []
+        if self.optimizer is not None and "step" in vars(self.optimizer) and not hasattr(
+                self.optimizer, "register_step_pre_hook"):
+            del self.optimizer.step  # the class's own step again (torch 1.13's wrapper)
         if self._hooks:
             self._hooks.remove()
             self._hooks = None
+        if self._compiled:
+            self._compiled.remove()
+            self._compiled = None
         if self._mode is not None:
             self._mode = None
         if self._collectives:
@@ -479,20 +494,31 @@ class Recorder:
 
     def _patch_optimizer(self) -> None:
         """The gradients as the optimizer sees them, before it steps, and its own
-        kernels under scope "opt". torch 2.x has step pre-hooks, 1.13 does not: the
-        bound step method is wrapped instead (same effect, any torch)."""
+        kernels under scope "opt". torch 2.x: the optimizer's step pre- and
+        post-hooks, which leave its `step` as it is (an LR scheduler checks at
+        its first step that `step` is still its own wrapper, and close() must
+        not take that wrapper away). torch 1.13 has no step hooks: the bound
+        step method is wrapped instead."""
         if self.optimizer is None:
             return
         opt, rec = self.optimizer, self
-        original = opt.step
 
-        def step(*args, **kwargs):
+        def before():
             if rec.current_step is not None:
                 rec.sink.set_scope("step")
                 with rec._timed():
                     rec.sink.tensors_(_lib.LEVEL_STEP, "grads", _lib.IO_OUT,
                                       [(n, p.grad) for n, p in rec.model.named_parameters() if p.grad is not None])
                 rec.sink.set_scope("opt")
+
+        if hasattr(opt, "register_step_pre_hook"):
+            self._optimizer_hooks = [opt.register_step_pre_hook(lambda *_: before()),
+                                     opt.register_step_post_hook(lambda *_: rec.sink.set_scope("step"))]
+            return
+        original = opt.step
+
+        def step(*args, **kwargs):
+            before()
             try:
                 return original(*args, **kwargs)
             finally:

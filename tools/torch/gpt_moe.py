@@ -28,6 +28,10 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
   scatter-add   (CUDA) the combine is scatter_add_ with deterministic algorithms
                 off: real atomics on another op.
 
+--compile (torch 2.x) wraps each transformer block in torch.compile: the
+combine op of --nondet combine then runs inside a compiled region, called by
+inductor's generated code.
+
 Under torchrun (WORLD_SIZE > 1) the ranks are data-parallel replicas over gloo,
 gradients averaged by all_reduce (or by DistributedDataParallel with --ddp), and
 the header names them one replica group; --flip-bit RANK:STEP flips one bit of
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import time
 import random
 import sys
 
@@ -70,8 +75,15 @@ def _combine(src: torch.Tensor, index: torch.Tensor, rows: int, unordered: bool)
     return out.index_add_(0, index, src)
 
 
+def _combine_shape(src: torch.Tensor, index: torch.Tensor, rows: int, unordered: bool) -> torch.Tensor:
+    """What the op returns, without computing it: torch.compile traces the op
+    with tensors that hold no data (--compile), and inductor calls the op itself."""
+    return src.new_empty((rows,) + tuple(src.shape[1:]))
+
+
 _LIB.impl("combine", _combine, "CPU")
 _LIB.impl("combine", _combine, "CUDA")
+_LIB.impl("combine", _combine_shape, "Meta")
 
 
 class Combine(torch.autograd.Function):
@@ -367,8 +379,17 @@ def main(argv=None) -> int:
     p.add_argument("--ddp", action="store_true",
                    help="torchrun jobs: DistributedDataParallel averages the gradients (the recorder "
                         "then finds the replica groups itself) instead of explicit all_reduce calls")
+    p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS",
+                   help="sleep this long at start-up, standing in for what a cluster job pays per launch "
+                        "(a large checkpoint read, process-group set-up): tools/bench/bisect_sessions.sh")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile each transformer block (torch 2.x; docs/torch.md, torch.compile)")
     args = p.parse_args(argv)
+    if args.compile and not hasattr(torch, "compile"):
+        p.error(f"--compile needs torch 2.x (torch.compile); this is torch {torch.__version__}")
 
+    if args.startup_delay > 0:
+        time.sleep(args.startup_delay)  # in the replay command too (sys.argv): every launch pays it
     torch.set_num_threads(args.threads)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -394,6 +415,9 @@ def main(argv=None) -> int:
                 atomics=("scatter-add" if "scatter-add" in args.nondet else "index-add" in args.nondet),
                 dispatch_unordered="dispatch-bwd" in args.nondet, embed_unordered="embed-bwd" in args.nondet,
                 head_unordered="head-bwd" in args.nondet, tie_weights=args.tie_weights).to(args.device)
+    if args.compile:  # each block one compiled region, fwd/blocks.<i> (the embeddings and head stay eager)
+        for i, block in enumerate(model.blocks):
+            model.blocks[i] = torch.compile(block)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     batches = Batches(data, args.batch, 32, args.seed + rank, args.device, "data-order" in args.nondet)
 
@@ -421,7 +445,7 @@ def main(argv=None) -> int:
                               "layers": args.layers, "ddp": args.ddp, "tie_weights": args.tie_weights,
                               "flip_bit": "%d:%d" % args.flip_bit if args.flip_bit else None,
                               "python_random": args.python_random,
-                              "width": args.width, "device": args.device})
+                              "width": args.width, "device": args.device, "compile": args.compile})
     for step in rec.steps(args.steps):
         if step == rec.restored_at and "dropout-rng" in args.nondet:
             torch.manual_seed(int.from_bytes(os.urandom(4), "little"))  # planted: RNG not restored
