@@ -43,9 +43,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import time
 import random
 import sys
+import time
 
 import torch
 import torch.nn as nn
