@@ -69,7 +69,7 @@ for workload in "${workloads[@]}"; do
     rm -rf a b ck-a ck-b
     record "$workload" "$ranks" a 1
     record "$workload" "$ranks" b 2
-    step=$("$dtrace" diff --json a b | jq '.first.step')
+    step=$({ "$dtrace" diff --json a b || true; } | jq '.first.step')
     declare -A times=() counts=()
     replay_times=()
     for ((i = 0; i < repeats; i++)); do
