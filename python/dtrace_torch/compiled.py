@@ -139,7 +139,14 @@ class Regions:
             # region is first compiled in this process. It adds the profiler's
             # calls around each kernel and changes none of its arithmetic.
             import torch._inductor.config
-            torch._inductor.config.cpp.enable_kernel_profile = True
+            if not torch._inductor.config.cpp.enable_kernel_profile:
+                torch._inductor.config.cpp.enable_kernel_profile = True
+                if getattr(recorder, "_session", None) is not None:
+                    # A replay session's earlier requests compiled the region
+                    # without it (as the job ran it): compiled again from here
+                    # on, as the confirm replay a launch would start compiles it.
+                    import torch._dynamo
+                    torch._dynamo.reset()
 
     def _level(self) -> int:
         # An isolated region below kernel level is still recorded, as
