@@ -290,14 +290,7 @@ class Recorder:
             isolate(self, None)
             self._exit()
         if replay is not None:
-            start = self._restore_nearest(replay)
-            n.fast_forward(replay)
-            # Before an isolation the steps run unseen by libdtrace: its repetitions
-            # are written as steps 0, 1, ... and a rank's steps must increase.
-            self._unrecorded = isolating
-            for s in range(start, replay):
-                yield s
-            self._unrecorded = False
+            yield from self._reach(replay, isolating)
             if isolating:
                 from .isolation import isolate
                 isolate(self, replay)
@@ -324,6 +317,19 @@ class Recorder:
             self._exit()
         self.close()
 
+    def _reach(self, step: int, isolating: bool) -> Iterator[int]:
+        """Reaches the start of `step` as a replay does: the nearest checkpoint
+        restored, the steps between yielded to the loop (recorded as
+        DTRACE_FAST_FORWARD asks, or not at all)."""
+        start = self._restore_nearest(step)
+        self.native.fast_forward(step)
+        # Before an isolation the steps run unseen by libdtrace: its repetitions
+        # are written as steps 0, 1, ... and a rank's steps must increase.
+        self._unrecorded = isolating
+        for s in range(start, step):
+            yield s
+        self._unrecorded = False
+
     def _serve(self) -> Iterator[int]:
         """A replay session's requests, each served as a launch with its variables
         would be (dtrace-fp(5), "Replay sessions"). The first request that runs
@@ -342,13 +348,7 @@ class Recorder:
             n = self.native
             isolating = n.isolate_scope() is not None
             if self._snapshot is None:
-                start = self._restore_nearest(step)
-                n.fast_forward(step)
-                # Before an isolation the steps run unseen by libdtrace (as in a launch).
-                self._unrecorded = isolating
-                for s in range(start, step):
-                    yield s
-                self._unrecorded = False
+                yield from self._reach(step, isolating)
                 self._snapshot = checkpoints.snapshot(step, self.model, self.optimizer, self.extra)
             else:
                 checkpoints.restore_snapshot(self._snapshot, self.model, self.optimizer, self.extra)

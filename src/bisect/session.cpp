@@ -229,9 +229,7 @@ Result<replay::Outcome> Session::request(const std::string& stage, const Side& s
     report.launches.push_back(launched);
   }
   record.launch = static_cast<int>(served.index);
-  Variables variables;
-  for (const auto& [name, value] : record.env) variables.emplace_back(name, value);
-  auto outcome = served.launch->request(variables, command.rank_dir, command.timeout_s);
+  auto outcome = served.launch->request(record.env, command.rank_dir, command.timeout_s);
   Launch& launched = report.launches.at(served.index);
   ++launched.requests;
   launched.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - served.started).count();

@@ -875,6 +875,25 @@ struct SessionLaunch::State {
   bool over = false;  // failed, timed out, interrupted or ended: serves nothing more
 };
 
+namespace {
+
+// Writes a session's request number `number` to `dir`/request.`number`.json,
+// under another name first and renamed: a request is complete when it exists.
+Result<void> post(const std::string& dir, int number, const nlohmann::json& request) {
+  const std::string file = dir + "/request." + std::to_string(number) + ".json";
+  {
+    std::ofstream out(file + ".new");
+    out << request.dump() << '\n';
+    if (!out.flush()) return Error{file + ": cannot write the request"};
+  }
+  std::error_code ec;
+  std::filesystem::rename(file + ".new", file, ec);
+  if (ec) return Error{file + ": cannot write the request: " + ec.message()};
+  return {};
+}
+
+}  // namespace
+
 SessionLaunch::SessionLaunch() : state_(std::make_unique<State>()) {}
 
 SessionLaunch::~SessionLaunch() { end(); }
@@ -899,18 +918,9 @@ Result<Outcome> SessionLaunch::request(const std::vector<std::pair<std::string, 
   State& s = *state_;
   if (s.over) return Error{"the replay session has ended"};
   const auto begin = std::chrono::steady_clock::now();
-  // Written under another name and renamed: a request is complete when it exists.
   nlohmann::json request{{"request", s.next}, {"env", nlohmann::json::object()}};
   for (const auto& [name, value] : variables) request["env"][name] = value;
-  const std::string file = s.dir + "/request." + std::to_string(s.next) + ".json";
-  {
-    std::ofstream out(file + ".new");
-    out << request.dump() << '\n';
-    if (!out.flush()) return Error{file + ": cannot write the request"};
-  }
-  std::error_code ec;
-  std::filesystem::rename(file + ".new", file, ec);
-  if (ec) return Error{file + ": cannot write the request: " + ec.message()};
+  if (auto posted = post(s.dir, s.next, request); !posted) return posted.error();
   ++s.next;
   Outcome outcome;
   const auto ended = s.launch.wait({rank_dir, s.ranks, s.dir}, after(begin, timeout_s), s.stop, outcome);
@@ -940,17 +950,10 @@ void SessionLaunch::end() {
   State& s = *state_;
   if (!s.over) {
     s.over = true;
-    const std::string file = s.dir + "/request." + std::to_string(s.next) + ".json";
-    {
-      std::ofstream out(file + ".new");
-      out << nlohmann::json{{"request", s.next}, {"end", true}}.dump() << '\n';
-    }
-    std::error_code ec;
-    std::filesystem::rename(file + ".new", file, ec);
     // Given a moment to exit as a program does; killed with everything it
     // started either way.
     Outcome ignored;
-    if (!ec) {
+    if (post(s.dir, s.next, nlohmann::json{{"request", s.next}, {"end", true}})) {
       s.launch.wait({}, std::chrono::steady_clock::now() + std::chrono::seconds(kEndGraceSeconds), s.stop,
                     ignored);
     }
