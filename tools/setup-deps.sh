@@ -7,6 +7,7 @@ packages=(meson ninja-build g++ pkg-config libcli11-dev libspdlog-dev nlohmann-j
           time   # /usr/bin/time: peak RSS in tests/e2e/watch_scale.sh and bad_long_line.sh
           ccache         # rebuilds of unchanged sources come from its cache (tools/test.sh)
           python3-torch  # python3-torch: dtrace_torch and its tests (tests/e2e/torch_*)
+          python3-numpy  # the dtrace package's NumPy example and tests (e2e/python_recorder)
           chromium)      # chromium: the HTML report opened headless (tests/e2e/report_browser.sh)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,6 @@
 """The errors the dtrace package raises: one base class, so a script can catch
-everything dtrace says went wrong in one place."""
+everything dtrace says went wrong in one place. dtrace_torch raises the same
+classes (its DtraceError is Error)."""
 
 
 class Error(Exception):
@@ -36,3 +37,26 @@ class DocumentError(Error):
         super().__init__(message)
         self.message = message
         self.argv = argv or []
+
+
+class LibraryNotFound(Error):
+    """libdtrace (the C API dtrace.capi binds) could not be loaded."""
+
+
+class RecorderError(Error):
+    """libdtrace refused a request: a run directory that exists, a bad DTRACE_*
+    variable, an unwritable file, a record it cannot take. The message is
+    libdtrace's own."""
+
+
+class CudaUnavailable(RecorderError):
+    """A device fingerprint was asked of a libdtrace built without its device code."""
+
+
+class CheckpointError(Error):
+    """A checkpoint is missing, unreadable, or was written for other state."""
+
+
+class CaptureError(Error):
+    """Captured inputs (DTRACE_INPUTS) are missing or do not fit what the
+    program isolates."""

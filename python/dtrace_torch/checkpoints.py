@@ -2,50 +2,38 @@
 (torch CPU, each CUDA device in use, Python ``random``, NumPy when imported) and the
 extra stateful objects handed to the Recorder (a data sampler's position).
 
-A checkpoint holds the state at the *start* of a step, in ``<dir>/step-<K>.pt``,
-written to a temporary file and renamed so a crash never leaves half a checkpoint
-(the same rule as minitrain's). It also holds the model's signature (parameter and
+A checkpoint holds the state at the *start* of a step, in ``<dir>/step-<K>.pt``;
+its files, their names and the search for the newest are dtrace.checkpoints'
+(written to a temporary file and renamed, so a crash never leaves half a
+checkpoint), the generators of every Python program dtrace.generators'. It also holds the model's signature (parameter and
 buffer names, shapes, dtypes) so that restoring one written for another model is an
 error naming the difference instead of a silent partial load.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import os
-import random
-import re
-import sys
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 
+from dtrace import checkpoints as files
+from dtrace import generators
+
 from .errors import CheckpointError
 
-_NAME = re.compile(r"^step-(\d+)\.pt$")
+SUFFIX = ".pt"
 # torch 2.6 made torch.load default to weights_only=True, which refuses the RNG
 # states (tuples, NumPy arrays) a checkpoint holds; this file was written by this
 # package, so it is loaded in full where torch has the switch.
 _TRUSTED = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
 
 
-def path_of(directory: str, step: int) -> str:
-    return os.path.join(directory, f"step-{step}.pt")
-
-
-def steps_in(directory: str) -> List[int]:
-    """The steps that have a checkpoint in `directory`, in increasing order."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    return sorted(int(m.group(1)) for m in map(_NAME.match, names) if m)
-
-
-def nearest(directory: str, step: int) -> Optional[int]:
-    """The newest checkpointed step at or before `step`, or None."""
-    found = [k for k in steps_in(directory) if k <= step]
-    return found[-1] if found else None
+path_of = functools.partial(files.path_of, suffix=SUFFIX)
+steps_in = functools.partial(files.steps_in, suffix=SUFFIX)
+nearest = functools.partial(files.nearest, suffix=SUFFIX)
 
 
 def signature(model: torch.nn.Module) -> List[Tuple[str, List[int], str]]:
@@ -54,23 +42,17 @@ def signature(model: torch.nn.Module) -> List[Tuple[str, List[int], str]]:
 
 def rng_state() -> Dict[str, Any]:
     """Every random generator a PyTorch step may draw from."""
-    state: Dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    state: Dict[str, Any] = {"torch": torch.get_rng_state(), **generators.host_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        state["numpy"] = numpy.random.get_state()
     return state
 
 
 def set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
+    generators.set_host_state(state)
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-    numpy = sys.modules.get("numpy")
-    if "numpy" in state and numpy is not None:
-        numpy.random.set_state(state["numpy"])
 
 
 def _payload(step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
@@ -105,20 +87,8 @@ def restore_snapshot(payload: Mapping[str, Any], model: torch.nn.Module, optimiz
 def save(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
          extra: Mapping[str, Any]) -> str:
     """Writes the state at the start of `step` atomically; returns the file."""
-    os.makedirs(directory, exist_ok=True)
     payload = _payload(step, model, optimizer, extra)
-    final = path_of(directory, step)
-    temporary = f"{final}.tmp.{os.getpid()}"
-    try:
-        with open(temporary, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, final)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-    return final
+    return files.write_atomically(path_of(directory, step), lambda f: torch.save(payload, f))
 
 
 def load(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
-from . import _lib
+from dtrace import capi
 from .records import flatten
 
 # name -> (positional index or keyword of the input, of the output)
@@ -60,16 +60,16 @@ class Collectives:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             sink = self.rec.sink
-            if not sink.active or not sink.native.wants(_lib.LEVEL_LAYER):
+            if not sink.active or not sink.native.wants(capi.LEVEL_LAYER):
                 return fn(*args, **kwargs)
             scope = f"comm/{name}"
             previous = sink.set_scope(scope)
-            sink.tensors_(_lib.LEVEL_LAYER, name, _lib.IO_IN, flatten("input", _argument(name, source, args, kwargs)))
+            sink.tensors_(capi.LEVEL_LAYER, name, capi.IO_IN, flatten("input", _argument(name, source, args, kwargs)))
             sink.set_scope(previous)
             work = fn(*args, **kwargs)
             if not kwargs.get("async_op", False):
                 sink.set_scope(scope)
-                sink.tensors_(_lib.LEVEL_LAYER, name, _lib.IO_OUT,
+                sink.tensors_(capi.LEVEL_LAYER, name, capi.IO_OUT,
                               flatten("output", _argument(name, target, args, kwargs)))
                 sink.set_scope(previous)
             return work

@@ -38,7 +38,8 @@ from typing import Dict, List, Optional
 
 import torch
 
-from . import _lib, kernels
+from dtrace import capi
+from . import kernels
 from .errors import CaptureError, DtraceError
 from .records import flatten
 
@@ -151,7 +152,7 @@ class Regions:
     def _level(self) -> int:
         # An isolated region below kernel level is still recorded, as
         # isolation.py records a lone op.
-        return _lib.LEVEL_KERNEL if self.rec._mode is not None else _lib.LEVEL_STEP
+        return capi.LEVEL_KERNEL if self.rec._mode is not None else capi.LEVEL_STEP
 
     def _record(self, io: int, items) -> None:
         self.rec.sink.tensors_(self._level(), REGION_OP, io, items)
@@ -180,12 +181,12 @@ class Regions:
             if wanted:
                 from .hooks import rng_inputs
                 occurrence = rec._occurrence()
-                rec._record(_lib.IO_IN, flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs(module))
+                rec._record(capi.IO_IN, flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs(module))
                 rec.rec.log_call(rec.rec.sink.scope or "", REGION_OP, occurrence, args, kwargs)
             with mode_set_aside(mode):
                 out = inner(*args, **kwargs)
             if wanted:
-                rec._record(_lib.IO_OUT, flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+                rec._record(capi.IO_OUT, flatten("out", out if isinstance(out, (tuple, list)) else [out]))
             if rec.rec._hooks is not None and torch.is_grad_enabled():
                 stops = [t for _, t in flatten("input", list(args)) + flatten("input", kwargs)]
                 if mode is not None:
@@ -215,9 +216,9 @@ class Regions:
                 hooks = rec._hooks
                 scope = bwd if hooks is None or hooks.only is None else rec.sink.scope
                 state["previous"] = rec.sink.set_scope(scope)
-                if rec.sink.active and rec.sink.native.wants(_lib.LEVEL_KERNEL):
+                if rec.sink.active and rec.sink.native.wants(capi.LEVEL_KERNEL):
                     self._occurrence()
-                    rec.sink.tensors_(_lib.LEVEL_KERNEL, REGION_OP, _lib.IO_IN,
+                    rec.sink.tensors_(capi.LEVEL_KERNEL, REGION_OP, capi.IO_IN,
                                       flatten("grad_output", list(grad_outputs)))
                 state["mode"] = contextlib.ExitStack()
                 state["mode"].enter_context(mode_set_aside(rec._mode))
@@ -227,7 +228,7 @@ class Regions:
                 if "mode" in state:
                     state.pop("mode").close()
                 grads = list(grad_inputs)
-                rec.sink.tensors_(_lib.LEVEL_KERNEL, REGION_OP, _lib.IO_OUT, flatten("grad_input", grads))
+                rec.sink.tensors_(capi.LEVEL_KERNEL, REGION_OP, capi.IO_OUT, flatten("grad_input", grads))
                 rec.sink.set_scope(state.pop("previous", None) or rec.sink.scope)
                 left[0] -= 1
                 hooks = rec._hooks

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _lib
+from dtrace import capi
 from .records import flatten
 
 
@@ -60,7 +60,7 @@ class OpRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         sink = self.rec.sink
-        if moves_no_data(func) or not sink.native.wants(_lib.LEVEL_KERNEL):
+        if moves_no_data(func) or not sink.native.wants(capi.LEVEL_KERNEL):
             return func(*args, **kwargs)
         op = str(func)
         scope = sink.scope or ""
@@ -70,7 +70,7 @@ class OpRecorder(TorchDispatchMode):
         inputs = named_inputs(func, args, kwargs)
         if self.uninitialized:
             inputs = [(n, t) for n, t in inputs if t.numel() == 0 or t.data_ptr() not in self.uninitialized]
-        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_IN, inputs)
+        sink.tensors_(capi.LEVEL_KERNEL, op, capi.IO_IN, inputs)
         self.rec.log_call(scope, op, occurrence, args, kwargs,
                           [a.name for a in func._schema.arguments])
         out = func(*args, **kwargs)
@@ -80,5 +80,5 @@ class OpRecorder(TorchDispatchMode):
             return out
         for _, t in outputs:
             self.uninitialized.discard(t.data_ptr())
-        sink.tensors_(_lib.LEVEL_KERNEL, op, _lib.IO_OUT, outputs)
+        sink.tensors_(capi.LEVEL_KERNEL, op, capi.IO_OUT, outputs)
         return out

@@ -2,25 +2,14 @@
 determinism ("env") and what changes kernels without changing the code ("config":
 torch, CUDA, cuDNN and NCCL versions, GPU and driver, the determinism flags in
 force), so that `dtrace diff` lists a library or driver change among the first
-suspects. Also DTRACE_DETERMINISTIC applied to torch's flags."""
+suspects. Also DTRACE_DETERMINISTIC applied to torch's flags. (The variables
+themselves are every recorder's: dtrace.recording.DETERMINISM_VARIABLES.)"""
 from __future__ import annotations
 
-import os
 import subprocess
 from typing import Any, Dict, Optional
 
 import torch
-
-# The variables dtrace env checks (dtrace(1), DESIGN.md §6) and the ones PyTorch reads.
-DETERMINISM_VARIABLES = ("NCCL_ALGO", "NVTE_ALLOW_NONDETERMINISTIC_ALGO", "CUBLAS_WORKSPACE_CONFIG",
-                         "TRITON_CACHE_AUTOTUNING", "TRITON_CACHE_DIR", "TRITON_PRINT_AUTOTUNING",
-                         "MAMBA_DETERMINISTIC", "CAUSAL_CONV1D_DETERMINISTIC", "NCCL_PROTO",
-                         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
-
-
-def env() -> Dict[str, str]:
-    return {k: os.environ[k] for k in DETERMINISM_VARIABLES if os.environ.get(k)}
-
 
 def apply_deterministic(on: bool) -> None:
     """DTRACE_DETERMINISTIC: 1 deterministic algorithms, cuDNN deterministic, no

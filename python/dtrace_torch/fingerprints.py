@@ -1,12 +1,15 @@
 """Tensors as the bytes libdtrace fingerprints: logical, contiguous, row-major order,
-with the dtype names of dtrace-fp(5). Host tensors are hashed by libdtrace on the
-CPU; CUDA tensors on their device, on the tensor's current stream, in one batch per
-group of records, never copied to the host to be hashed."""
+with the dtype names of dtrace-fp(5), as dtrace.arrays' views (view()). Host
+tensors are hashed by libdtrace on the CPU; CUDA tensors on their device, on the
+device's current stream, in one batch per group of records (dtrace.records.Sink),
+never copied to the host to be hashed."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Tuple
 
 import torch
+
+from dtrace.arrays import ArrayView
 
 # dtrace-fp(5) dtype names. Types torch has only in some versions are added when present.
 _DTYPES: Dict[torch.dtype, str] = {
@@ -46,26 +49,17 @@ def nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def device_digests(tensors: Sequence[torch.Tensor], lib) -> List[Optional[int]]:
-    """xxh3-64k/1 of CUDA tensors on their device, one batched call per device, on
-    each device's current stream. Host tensors get None (libdtrace hashes them)."""
-    out: List[Optional[int]] = [None] * len(tensors)
-    by_device: Dict[int, List[int]] = {}
-    for i, t in enumerate(tensors):
-        if t.is_cuda:
-            by_device.setdefault(t.device.index, []).append(i)
-    for device, indices in by_device.items():
-        with torch.cuda.device(device):
-            stream = torch.cuda.current_stream().cuda_stream
-            try:
-                digests = lib.fingerprint_device_batch(
-                    [tensors[i].data_ptr() for i in indices], [nbytes(tensors[i]) for i in indices], stream)
-            except lib.CudaUnavailable:
-                return out  # this libdtrace has no device code: the caller hashes on the host
-        for i, d in zip(indices, digests):
-            out[i] = d
-    return out
-
-
 def shape_of(t: torch.Tensor) -> Tuple[int, ...]:
     return tuple(t.shape)  # torch.Size: a tuple of ints
+
+
+def view(t: torch.Tensor) -> ArrayView:
+    """The tensor's logical bytes where they lie: a CUDA tensor's on its device,
+    with the device's current stream (the one the tensor's producer ran on)."""
+    v = logical(t)
+    size = nbytes(v)
+    if v.is_cuda:
+        device = v.device.index
+        stream = torch.cuda.current_stream(device).cuda_stream
+        return ArrayView(dtype_name(v.dtype), shape_of(v), v.data_ptr() if size else 0, size, device, stream, v)
+    return ArrayView(dtype_name(v.dtype), shape_of(v), v.data_ptr() if size else 0, size, None, None, v)

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, compiled, param_grads
+from dtrace import capi
+from . import compiled, param_grads
 from .records import flatten
 
 FWD_HOOK_KWARGS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters
@@ -83,9 +84,9 @@ class ModuleHooks:
             self.stack.append((fwd, previous))
             occurrence = self.calls.get(fwd, 0)
             self.calls[fwd] = occurrence + 1
-            if self.rec.sink.native.wants(_lib.LEVEL_LAYER):
+            if self.rec.sink.native.wants(capi.LEVEL_LAYER):
                 items = flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs(mod)
-                self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, items)
+                self.rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_IN, items)
                 self.rec.log_call(fwd, op, occurrence, args, kwargs)
             if bwd == self.capture_bwd and self.rec.sink.active and torch.is_grad_enabled():
                 self.saved.setdefault(bwd, []).append((_keep(list(args)), _keep(kwargs), rng_inputs(mod)))
@@ -100,7 +101,7 @@ class ModuleHooks:
             else:
                 previous = None
             outputs = flatten("output", output)
-            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, outputs)
+            self.rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, outputs)
             self.rec.sink.set_scope(previous if previous is not None else "step")
             if self.rec.backward_hooks and torch.is_grad_enabled():
                 self._watch_param_grads(mod, bwd, op, args, rest[0] if len(rest) > 1 else {}, outputs)
@@ -124,7 +125,7 @@ class ModuleHooks:
             if self.only is not None:
                 return None
             self._enter_bwd(bwd)
-            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, flatten("grad_output", grad_output))
+            self.rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_IN, flatten("grad_output", grad_output))
             return None
 
         def bwd_post(mod, grad_input, grad_output):
@@ -151,16 +152,16 @@ class ModuleHooks:
         arguments a capture of this scope kept, and leaves the scope."""
         self.rec.sink.set_scope(bwd)
         if not HAS_BWD_PRE:
-            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, flatten("grad_output", grad_output))
+            self.rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_IN, flatten("grad_output", grad_output))
         occurrence = self.calls.get(bwd, 0)
         self.calls[bwd] = occurrence + 1
         if self.saved.get(bwd):
             # Backward runs the calls in reverse order of their forwards.
             args, kwargs, rng = self.saved[bwd].pop()
             items = flatten("input", args) + flatten("input", kwargs) + rng
-            self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, items)
+            self.rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_IN, items)
             self.rec.log_call(bwd, op, occurrence, args, kwargs)
-        self.rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, flatten("grad_input", grad_input))
+        self.rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, flatten("grad_input", grad_input))
         if self.pending.get(bwd) and all(g is None for g in grad_input):
             # No input needed a gradient (an embedding's indices): torch calls
             # this hook from the outputs' gradients, before the module's own
@@ -175,7 +176,7 @@ class ModuleHooks:
         parameters' gradients is recorded in its bwd scope, as the node that used
         the parameter runs (param_grads.py): out param_grad.<name>."""
         sink = self.rec.sink
-        if not sink.active or not sink.native.wants(_lib.LEVEL_LAYER):
+        if not sink.active or not sink.native.wants(capi.LEVEL_LAYER):
             return
         params = {id(p): n for n, p in mod.named_parameters(recurse=False) if p.requires_grad}
         if not params:
@@ -188,7 +189,7 @@ class ModuleHooks:
 
         def record(items):
             previous = sink.set_scope(bwd)
-            sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, items)
+            sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, items)
             sink.set_scope(previous)
             self._param_grads_done(bwd)
 

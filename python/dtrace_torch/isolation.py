@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from . import _lib, calls, compiled, kernels, param_grads
+from dtrace import capi
+from . import calls, compiled, kernels, param_grads
 from .dispatch import named_inputs
 from .errors import CaptureError
 from .fingerprints import _DTYPES
@@ -46,7 +47,7 @@ class Loader:
     def tensor(self, name: str, occurrence: int, device: Optional[str] = None,
                requires_grad: bool = False) -> torch.Tensor:
         native = self.rec.native
-        index = native.captured_find(self.scope, self.op, _lib.IO_IN, name, occurrence)
+        index = native.captured_find(self.scope, self.op, capi.IO_IN, name, occurrence)
         if index is None:
             raise CaptureError(f"{native.inputs_dir()}: no captured input '{name}' of {self.scope} {self.op} "
                                f"(occurrence {occurrence}) for rank {self.rec.rank}")
@@ -158,7 +159,7 @@ def _restore_rng(rec, scope: str, op: str, loader: Loader, occ: int) -> List:
     """Sets the RNG states the call started with; returns them as (name, tensor)."""
     states = []
     for rng_name, setter in (("rng.cpu", torch.set_rng_state), ("rng.cuda", _set_cuda_rng)):
-        if rec.native.captured_find(scope, op, _lib.IO_IN, rng_name, occ) is not None:
+        if rec.native.captured_find(scope, op, capi.IO_IN, rng_name, occ) is not None:
             states.append((rng_name, loader.tensor(rng_name, occ)))
             setter(states[-1][1])
     return states
@@ -215,7 +216,7 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
             outputs = [t for _, t in flatten("output", output)]
             grads = []
             for i, t in enumerate(outputs):
-                if native.captured_find(scope, op, _lib.IO_IN, f"grad_output.{i}", occ) is None:
+                if native.captured_find(scope, op, capi.IO_IN, f"grad_output.{i}", occ) is None:
                     continue
                 if not t.requires_grad:
                     raise CaptureError(f"{scope}: output {i} of module {name} re-run from its captured inputs "
@@ -232,14 +233,14 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
             inputs = flatten("input", list(args)) + flatten("input", kwargs)
             # The same rule as the layer level's (hooks.py), on the whole module.
             param_grads.watch(param_grads.find_uses(outputs, by_id, [t for _, t in inputs]),
-                              lambda items: rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, items))
+                              lambda items: rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, items))
             rec.sink.set_scope(scope)
-            rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_IN, inputs + rng + [(n, g) for n, _, g in grads])
+            rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_IN, inputs + rng + [(n, g) for n, _, g in grads])
             mode = rec._mode if rec._mode is not None else contextlib.nullcontext()
             with mode:
                 torch.autograd.backward([t for _, t, _ in grads], [g for _, _, g in grads])
             results = [(f"grad_input.{j}", t.grad) for j, t in enumerate(tensor_args) if t.grad is not None]
-            rec.sink.tensors_(_lib.LEVEL_LAYER, op, _lib.IO_OUT, results)
+            rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, results)
             rec.sink.set_scope("step")
     native.end_step()
 
@@ -281,9 +282,9 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
                 with rec._mode:
                     func(*args, **kwargs)
             else:  # recorded at a level below kernel: still record the op
-                rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_IN, named_inputs(func, args, kwargs))
+                rec.sink.tensors_(capi.LEVEL_STEP, op, capi.IO_IN, named_inputs(func, args, kwargs))
                 out = func(*args, **kwargs)
-                rec.sink.tensors_(_lib.LEVEL_STEP, op, _lib.IO_OUT,
+                rec.sink.tensors_(capi.LEVEL_STEP, op, capi.IO_OUT,
                                   flatten("out", out if isinstance(out, (tuple, list)) else [out]))
     if listing is not None:
         listing.write(listing_dir, rec.rank, scope)

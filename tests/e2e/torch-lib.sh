@@ -4,21 +4,8 @@
 # variable docs/torch.md names). TORCH_PYTHON names another python: tools/test.sh
 # runs the suite again with the Debian 13 root's (torch 2.x, tools/setup-torch2.sh).
 # Skips (status 77) when that python has no torch, and fails under CI (lib.sh's skip).
-. "$(dirname "$0")/lib.sh"
-: "${SOURCE_ROOT:?}" "${BUILD_ROOT:?}"
-PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
-if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-  skip "$PYTHON cannot import torch (tools/setup-deps.sh installs Debian's python3-torch)"
-fi
-export PYTHONPATH="$BUILD_ROOT/python"
-# A sanitizer build's libdtrace needs its runtime loaded before Python's own code
-# (as in e2e/capi_python).
-needed=$(ldd "$BUILD_ROOT/src/capi/libdtrace.so")
-case "$needed" in
-  *libasan*)
-    export LD_PRELOAD=$(echo "$needed" | awk '/libasan|libubsan/ {printf "%s:", $3}')
-    export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" ;;
-esac
+. "$(dirname "$0")/python-lib.sh"
+need_python_module torch "tools/setup-deps.sh installs Debian's python3-torch"
 EXAMPLE="$SOURCE_ROOT/tools/torch/gpt_moe.py"
 
 # free_port: a port the system picks for one launch's MASTER_PORT (as torchrun

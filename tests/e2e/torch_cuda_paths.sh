@@ -12,15 +12,10 @@
 "$PYTHON" - <<'PY' || fail "dtrace_torch's CUDA paths"
 import contextlib, types
 import torch
-import dtrace_torch._lib as lib
-from dtrace_torch import fingerprints, kernels
-
-class FakeCuda:
-    def __init__(self, device, ptr, n):
-        self.is_cuda, self.device, self._ptr, self._n = True, types.SimpleNamespace(index=device), ptr, n
-    def data_ptr(self): return self._ptr
-    def numel(self): return self._n
-    def element_size(self): return 4
+import dtrace.capi as lib
+from dtrace.arrays import ArrayView
+from dtrace_torch import kernels
+from dtrace_torch.records import Sink
 
 current = {"device": None}
 @contextlib.contextmanager
@@ -28,27 +23,31 @@ def device(index):
     current["device"] = index
     yield
 torch.cuda.device = device
-torch.cuda.current_stream = lambda: types.SimpleNamespace(cuda_stream=1000 + current["device"])
 
 calls = []
-class FakeLib:
-    CudaUnavailable = lib.CudaUnavailable
-    @staticmethod
-    def fingerprint_device_batch(addresses, sizes, stream):
-        calls.append((list(addresses), list(sizes), stream))
-        return [a * 7 for a in addresses]
+real_batch = lib.fingerprint_device_batch
+def batch(addresses, sizes, stream):
+    calls.append((list(addresses), list(sizes), stream, current["device"]))
+    return [a * 7 for a in addresses]
+lib.fingerprint_device_batch = batch
+
+def cuda(device, ptr, n):  # a CUDA tensor's view: device, its current stream
+    return ArrayView("f32", (n,), ptr, 4 * n, device, 1000 + device, None)
 
 host = torch.arange(4, dtype=torch.float32)
-tensors = [FakeCuda(1, 100, 3), host, FakeCuda(0, 200, 5), FakeCuda(1, 300, 2)]
-digests = fingerprints.device_digests(tensors, FakeLib)
+sink = Sink(None)
+views = [cuda(1, 100, 3), sink.view(host), cuda(0, 200, 5), cuda(1, 300, 2)]
+assert views[1].device is None and views[1].address == host.data_ptr() and views[1].nbytes == 16, views[1]
+digests = sink.device_digests(views)
 assert digests == [700, None, 1400, 2100], digests
-assert sorted(calls) == sorted([([100, 300], [12, 8], 1001), ([200], [20], 1000)]), calls
+# One call per device, on that device's stream, with that device current.
+assert sorted(calls) == sorted([([100, 300], [12, 8], 1001, 1), ([200], [20], 1000, 0)]), calls
 
-class NoCuda(FakeLib):
-    @staticmethod
-    def fingerprint_device_batch(addresses, sizes, stream):
-        raise lib.CudaUnavailable("built without CUDA")
-assert fingerprints.device_digests([FakeCuda(0, 8, 1)], NoCuda) == [None]
+def unavailable(addresses, sizes, stream):
+    raise lib.CudaUnavailable("built without CUDA")
+lib.fingerprint_device_batch = unavailable
+assert sink.device_digests([cuda(0, 8, 1)]) == [None]
+lib.fingerprint_device_batch = real_batch
 
 # Profiler events as torch 1.13 and 2.x give them.
 DT = torch.autograd.DeviceType

@@ -17,7 +17,7 @@ cat >record.py <<'PY'
 import json, os, sys
 import torch
 import dtrace_torch as dt
-from dtrace_torch import _lib
+from dtrace import capi as _lib
 
 world = int(os.environ.get("WORLD_SIZE", "1"))
 rank = int(os.environ.get("RANK", "0"))

@@ -1,7 +1,10 @@
-"""The ctypes binding of libdtrace's C API (<dtrace/dtrace.h>, <dtrace/recorder.h>).
+"""The ctypes binding of libdtrace's C API (<dtrace/dtrace.h>, <dtrace/recorder.h>,
+dtrace-recorder(3)): the one place in Python that declares its functions and
+structs, as the newest recorder.h has them. dtrace.recording and dtrace_torch
+are built on it; a program may use it directly (docs/python.md, "The C API").
 
-Nothing here is compiled against a torch version: one package serves every torch.
-The protocol (log, replay request, captures, multi-process outputs) is libdtrace's;
+Nothing here is compiled against a Python or framework version. The protocol
+(log, replay request, captures, multi-process outputs, sessions) is libdtrace's;
 this file only moves arguments across the C boundary and turns error codes into
 exceptions carrying libdtrace's own message.
 
@@ -17,7 +20,7 @@ import ctypes.util
 import os
 from typing import List, Optional, Sequence, Tuple
 
-from .errors import CaptureError, LibraryNotFound, RecorderError
+from .errors import CaptureError, CudaUnavailable, LibraryNotFound, RecorderError
 
 LEVEL_STEP, LEVEL_LAYER, LEVEL_KERNEL = 0, 1, 2
 LEVELS = {"step": LEVEL_STEP, "layer": LEVEL_LAYER, "kernel": LEVEL_KERNEL}
@@ -163,10 +166,6 @@ def _s(raw: Optional[bytes]) -> Optional[str]:
     return None if raw is None else raw.decode()
 
 
-class CudaUnavailable(RecorderError):
-    """This libdtrace was built without its device code."""
-
-
 def version() -> str:
     return _s(lib().dtrace_version())
 
@@ -195,7 +194,7 @@ def fingerprint_device_batch(addresses: Sequence[int], sizes: Sequence[int], str
 class Session:
     """The replay session this process was started for (DTRACE_SESSION,
     dtrace-fp(5) "Replay sessions"): libdtrace reads the requests and writes the
-    ranks' statuses; dtrace_torch serves each request as a launch would."""
+    ranks' statuses; the recorder serves each request as a launch would."""
 
     def __init__(self, handle):
         self._lib, self._h = lib(), handle

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""numpytrain: a NumPy training program recorded with the dtrace package
+(docs/python.md), and answering every replay dtrace asks of it: a step, a step
+at layer or kernel level, one layer or one kernel alone from a capture, and
+replay sessions (one process per side serves all of a bisect's replays).
+
+The model: a two-layer perceptron (tanh) with a mean-squared-error loss and
+plain SGD, on batches drawn from (--data-seed, rank, step), so a step's batch
+is known from its number. Every kernel runs through one table (LAYERS below)
+that names its scope, op, inputs and outputs, so recording and isolation are
+generic: the isolate function finds a layer or kernel by its scope and op,
+reads its inputs from the capture and runs it again.
+
+--planted reorders the reduction of fwd/layer.1's gemm: each output sums its
+terms in an order drawn from a generator keyed by (--chaos-seed, step,
+repetition), as atomics would. Two runs with different seeds diverge there,
+and `dtrace bisect --trust` names that op; its repetitions differ, so confirm
+calls it nondeterministic. DTRACE_DETERMINISTIC=0 turns it on too, =1 off.
+--planted-rank R plants it in rank R only.
+
+Several processes: each rank trains its own shard (the ranks do not
+communicate); examples/numpy/launch.py starts them with RANK and WORLD_SIZE,
+and DTRACE_PYTHON_LAUNCHER names it for the replays:
+
+    L="python3 examples/numpy/launch.py 3"
+    DTRACE_PYTHON_LAUNCHER="$L" $L python3 examples/numpy/numpytrain.py --run-dir a ...
+
+Usage: numpytrain.py --run-dir DIR [--checkpoint-dir DIR] [--steps N]
+         [--checkpoint-every K] [--level step|layer|kernel] [--planted]
+         [--planted-rank R] [--chaos-seed S] [--data-seed S]
+Exit 0 done, 2 trouble (a message on stderr)."""
+import argparse
+import sys
+
+import numpy as np
+
+import dtrace
+
+BATCH, DIN, HID, DOUT = 8, 16, 32, 4
+LEARNING_RATE = np.float32(0.05)
+f32 = np.float32
+
+
+class Model:
+    """The parameters, the activations of the step in flight, the chaos."""
+
+    def __init__(self, planted: bool, chaos_seed: int):
+        init = np.random.default_rng(42)  # a generator of its own: the global ones stay untouched
+        self.params = {"w0": (init.uniform(-1, 1, (DIN, HID)) * 0.5).astype(f32), "b0": np.zeros(HID, f32),
+                       "w1": (init.uniform(-1, 1, (HID, DOUT)) * 0.3).astype(f32), "b1": np.zeros(DOUT, f32)}
+        self.t = {}  # activations and gradients by name
+        self.planted, self.chaos_seed = planted, chaos_seed
+        self.chaos = None
+
+    def rekey(self, step: int, repetition: int) -> None:
+        """The reordering's generator for a step (repetition -1) or one isolated repetition."""
+        self.chaos = np.random.default_rng([self.chaos_seed, step, repetition + 1])
+
+    def __getitem__(self, name):
+        return self.params[name] if name in self.params else self.t[name]
+
+    def __setitem__(self, name, value):
+        self.t[name] = value
+
+
+# ---- Kernels: each reads and writes the model's tensors by name. ---------------
+
+def gemm(m, a, w, reorder=False):
+    """out[r][c] = sum_k a[r][k] * w[k][c], k in index order, or (reorder) in an
+    order shuffled per output: float addition is not associative."""
+    terms = a[:, :, None] * w[None, :, :]              # (rows, inner, cols)
+    terms = np.ascontiguousarray(terms.transpose(0, 2, 1))  # (rows, cols, inner)
+    if reorder:
+        order = np.argsort(m.chaos.random(terms.shape), axis=-1)
+        terms = np.take_along_axis(terms, order, axis=-1)
+    return np.cumsum(terms, axis=-1, dtype=f32)[..., -1]  # a sequential sum, left to right
+
+
+def k_gemm0(m): m["a0"] = gemm(m, m["x"], m["w0"])
+def k_bias_tanh(m): m["h0"] = np.tanh(m["a0"] + m["b0"]).astype(f32)
+def k_gemm1(m): m["a1"] = gemm(m, m["h0"], m["w1"], reorder=m.planted)
+def k_bias1(m): m["y"] = (m["a1"] + m["b1"]).astype(f32)
+
+
+def k_mse(m):
+    diff = m["y"] - m["target"]
+    m["loss"] = np.asarray(np.mean(diff * diff), dtype=f32)
+    m["dy"] = (diff * f32(2.0 / diff.size)).astype(f32)
+
+
+def k_dw1(m): m["grad.w1"] = gemm(m, m["h0"].T.copy(), m["dy"])
+def k_db1(m): m["grad.b1"] = m["dy"].sum(axis=0, dtype=f32)
+def k_dh0(m): m["dh0"] = gemm(m, m["dy"], m["w1"].T.copy())
+def k_tanh_grad(m): m["da0"] = (m["dh0"] * (f32(1) - m["h0"] * m["h0"])).astype(f32)
+def k_dw0(m): m["grad.w0"] = gemm(m, m["x"].T.copy(), m["da0"])
+def k_db0(m): m["grad.b0"] = m["da0"].sum(axis=0, dtype=f32)
+
+
+# (scope, layer inputs, layer outputs, [(op, kernel, inputs, outputs)]). A
+# layer's in records are everything it reads (parameters included), so it can
+# be re-run from its capture alone (dtrace-fp(5), "What isolation needs"); a
+# backward's outputs include its parameter gradients (its own records).
+LAYERS = [
+    ("fwd/layer.0", ["x", "w0", "b0"], ["h0"],
+     [("gemm", k_gemm0, ["x", "w0"], ["a0"]), ("bias_tanh", k_bias_tanh, ["a0", "b0"], ["h0"])]),
+    ("fwd/layer.1", ["h0", "w1", "b1"], ["y"],
+     [("gemm", k_gemm1, ["h0", "w1"], ["a1"]), ("bias", k_bias1, ["a1", "b1"], ["y"])]),
+    ("fwd/loss", ["y", "target"], ["loss", "dy"], [("mse", k_mse, ["y", "target"], ["loss", "dy"])]),
+    ("bwd/layer.1", ["dy", "h0", "w1"], ["dh0", "grad.w1", "grad.b1"],
+     [("gemm_dw", k_dw1, ["h0", "dy"], ["grad.w1"]), ("bias_grad", k_db1, ["dy"], ["grad.b1"]),
+      ("gemm_dx", k_dh0, ["dy", "w1"], ["dh0"])]),
+    ("bwd/layer.0", ["dh0", "h0", "x"], ["grad.w0", "grad.b0"],
+     [("tanh_grad", k_tanh_grad, ["dh0", "h0"], ["da0"]), ("gemm_dw", k_dw0, ["x", "da0"], ["grad.w0"]),
+      ("bias_grad", k_db0, ["da0"], ["grad.b0"])]),
+]
+
+
+def run_kernel(rec, m, op, kernel, ins, outs):
+    rec.record(op, {n: m[n] for n in ins}, io="in", level="kernel")
+    kernel(m)
+    rec.record(op, {n: m[n] for n in outs}, io="out", level="kernel")
+
+
+def run_layer(rec, m, layer, only_op=None):
+    """One layer inside its scopes (fwd, layer.1): its layer-level in and out
+    records around its kernels; with only_op, that kernel alone."""
+    scope, ins, outs, kernels = layer
+    group, part = scope.split("/")
+    with rec.scope(group), rec.scope(part):
+        if only_op is not None:
+            run_kernel(rec, m, *next(k for k in kernels if k[0] == only_op))
+            return
+        rec.record(part, {n: m[n] for n in ins}, io="in", level="layer")
+        for k in kernels:
+            run_kernel(rec, m, *k)
+        rec.record(part, {n: m[n] for n in outs}, io="out", level="layer")
+
+
+def batch(data_seed: int, rank: int, step: int):
+    rng = np.random.default_rng([data_seed, rank, step])
+    x = rng.uniform(-1, 1, (BATCH, DIN)).astype(f32)
+    return x, np.sin(x[:, :DOUT] + x[:, 4:4 + DOUT]).astype(f32)
+
+
+def train_step(rec, m, step, x, target):
+    m.rekey(step, -1)
+    m.t = {"x": x, "target": target}
+    for layer in LAYERS:
+        run_layer(rec, m, layer)
+    rec.metric("loss", m["loss"])
+    for name in m.params:  # SGD, at step scope: the next step's state records show it
+        m.params[name] = (m.params[name] - LEARNING_RATE * m["grad." + name]).astype(f32)
+
+
+def isolate(m):
+    """DTRACE_ISOLATE: one layer or one kernel from the captured inputs, as the
+    recorder asks (dtrace.Isolation)."""
+    def go(iso: dtrace.Isolation) -> None:
+        layer = next((l for l in LAYERS if l[0] == iso.scope), None)
+        if layer is None:
+            raise dtrace.CaptureError(f"DTRACE_ISOLATE={iso.scope}: no such layer in this model")
+        kernel = next((k for k in layer[3] if k[0] == iso.op), None) if iso.op else None
+        if iso.op and kernel is None:
+            raise dtrace.CaptureError(f"DTRACE_ISOLATE={iso.scope}::{iso.op}: no such kernel in {iso.scope}")
+        for k in iso.repetitions():
+            m.t = {}
+            for name in kernel[2] if kernel else layer[1]:  # every repetition from the captured inputs
+                record = iso.find(name)
+                value = iso.read_into(np.empty(record.shape, np.dtype("float32")), name)
+                if name in m.params:
+                    m.params[name] = value
+                else:
+                    m[name] = value
+            m.rekey(iso.step, k)  # each repetition with its own chaos
+            run_layer(iso.recorder, m, layer, only_op=iso.op)
+    return go
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--checkpoint-dir")
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--checkpoint-every", type=int, default=1)
+    p.add_argument("--level", choices=["step", "layer", "kernel"], default="step")
+    p.add_argument("--planted", action="store_true")
+    p.add_argument("--planted-rank", type=int)
+    p.add_argument("--chaos-seed", type=int, default=0)
+    p.add_argument("--data-seed", type=int, default=7)
+    args = p.parse_args()
+    if args.steps < 0 or args.checkpoint_every < 0:
+        p.error("--steps and --checkpoint-every take numbers >= 0")
+
+    m = Model(planted=False, chaos_seed=args.chaos_seed)
+    rec = dtrace.Recorder({"param": m.params}, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
+                          checkpoint_every=args.checkpoint_every, level=args.level,
+                          config={"model": "mlp", "din": DIN, "hid": HID, "dout": DOUT, "batch": BATCH,
+                                  "planted": args.planted, "planted_rank": args.planted_rank},
+                          isolate=isolate(m))
+    planted = args.planted and (args.planted_rank is None or args.planted_rank == rec.rank)
+    m.planted = planted if rec.deterministic is None else not rec.deterministic
+    for step in rec.steps(args.steps):
+        x, target = batch(args.data_seed, rec.rank, step)
+        with rec.step(step, batch={"x": x, "target": target}):
+            train_step(rec, m, step, x, target)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except dtrace.Error as e:
+        print(f"numpytrain: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,123 @@
+"""DTRACE_ISOLATE for a program that re-runs its own layer or op: what the
+request asks (scope, op, call, repetitions), the captured inputs to run it from,
+and the repetitions to record (dtrace-fp(5), "Repetitions").
+
+dtrace.Recorder hands an Isolation to the program's `isolate` function; the
+program finds the layer or op by its scope, loads its inputs from the capture,
+and runs it once per repetition inside the same scopes it recorded in:
+
+    def isolate(iso):
+        layer = model.layers[iso.scope]
+        for k in iso.repetitions():
+            x = iso.read("x", dtype="f32")          # an in record of the captured call
+            with iso.recorder.scope("fwd"), iso.recorder.scope(layer.name):
+                layer.forward(iso.recorder, x)
+
+dtrace_torch re-runs modules and ATen ops itself (its isolation module) and
+reads captures through find() as this does."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Optional, Tuple
+
+from . import arrays, capi
+from .errors import CaptureError
+
+_IOS = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
+
+
+@dataclass(frozen=True)
+class Captured:
+    """One captured record of this rank (capture.jsonl) and its bytes' file."""
+    index: int
+    scope: str
+    op: str
+    io: int
+    occurrence: int
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+    bytes: int
+    step: int
+    seq: int
+    file: str
+
+
+class Isolation:
+    """The isolation this replay asks for. `op` is None for a whole layer;
+    `occurrence` the call of the captured step to re-run (DTRACE_OCCURRENCE, 0
+    unless set); `repeat` how many times; `step` the captured step."""
+
+    def __init__(self, recorder: Any):
+        #: the Recorder the repetitions record through (iso.recorder.scope, .record)
+        self.recorder = recorder
+        self._rec = recorder
+        native = recorder.native
+        self.scope: str = native.isolate_scope()
+        self.op: Optional[str] = native.isolate_op()
+        occurrence = native.isolate_occurrence()
+        self.occurrence: int = 0 if occurrence is None else occurrence
+        self.repeat: int = native.repeat()
+        self.inputs_dir: Optional[str] = native.inputs_dir()
+        self.captured: List[Captured] = [Captured(**r) for r in native.captured()]
+        if not self.captured:
+            raise CaptureError(f"{self.inputs_dir}: the capture holds no record for rank {recorder.rank}")
+        self.step: int = self.captured[0].step
+
+    @property
+    def layer_op(self) -> str:
+        """The op of the isolated layer's own records: its scope's last part."""
+        return self.scope.rsplit("/", 1)[-1]
+
+    def find(self, name: str, *, scope: Optional[str] = None, op: Optional[str] = None, io: str = "in",
+             occurrence: Optional[int] = None) -> Captured:
+        """The captured record by identity; defaults: the isolated scope, the
+        isolated op (or the layer's own op), io in, the requested call."""
+        scope = self.scope if scope is None else scope
+        op = (self.op or self.layer_op) if op is None else op
+        occurrence = self.occurrence if occurrence is None else occurrence
+        index = self._rec.native.captured_find(scope, op, _IOS[io], name, occurrence)
+        if index is None:
+            raise CaptureError(f"{self.inputs_dir}: no captured {io} record '{name}' of {scope} {op} "
+                               f"(occurrence {occurrence}) for rank {self._rec.rank}")
+        return self.captured[index]
+
+    def read(self, name: str, **identity: Any) -> bytes:
+        """The captured record's bytes (for np.frombuffer, array.frombytes)."""
+        record = self.find(name, **identity)
+        out = bytearray(record.bytes)
+        if record.bytes:
+            view = arrays.describe(out)
+            self._rec.native.captured_read(record.index, view.address, record.bytes)
+        return bytes(out)
+
+    def read_into(self, target: Any, name: str, **identity: Any) -> Any:
+        """Reads the captured record into `target`, a writable, contiguous host
+        array of the same dtype and shape; returns it."""
+        record = self.find(name, **identity)
+        view = arrays.describe(target)
+        if (view.dtype, tuple(view.shape)) != (record.dtype, tuple(record.shape)):
+            raise CaptureError(f"{record.file}: captured '{name}' of {record.scope} {record.op} is "
+                               f"{record.dtype}{list(record.shape)}, the target is {view.dtype}{list(view.shape)}")
+        try:
+            arrays.read_into(target, self.read(name, **identity))
+        except (TypeError, ValueError) as e:
+            raise CaptureError(f"captured '{name}': {e}") from e
+        return target
+
+    def repetitions(self) -> Iterator[int]:
+        """0 .. repeat-1, each recorded as its own step (libdtrace writes
+        repetition k as step k), records on while the body runs."""
+        native, sink = self._rec.native, self._rec.sink
+        sink.active = True
+        try:
+            for k in range(self.repeat):
+                native.begin_repetition(k)
+                self._rec.current_step = k
+                yield k
+                sink.set_scope(None)
+            native.end_step()
+        finally:
+            sink.active = False
+            self._rec.current_step = None
+

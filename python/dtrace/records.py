@@ -1,0 +1,178 @@
+"""Handing values to libdtrace: the one place that turns a program's arrays and
+numbers into the records of dtrace-fp(5). Everything above it says *what* to
+record. dtrace_torch's Sink is this one with torch tensors' own views."""
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import arrays, capi
+from .arrays import ArrayView
+from .errors import CudaUnavailable, RecorderError
+
+# How a one-element array's bytes read as a Python float, by dtype.
+_FLOAT = {"f64": "<d", "f32": "<f", "f16": "<e"}
+
+
+def number_view(value: Any) -> ArrayView:
+    """A Python number as a 0-d array of its exact type: bool, i64, f64 (a
+    Python float is an IEEE double)."""
+    if isinstance(value, bool):
+        cell, dtype = ctypes.c_bool(value), "bool"
+    elif isinstance(value, int):
+        if not -(1 << 63) <= value < (1 << 63):
+            raise RecorderError(f"{value}: an integer outside int64 cannot be recorded as i64")
+        cell, dtype = ctypes.c_int64(value), "i64"
+    else:
+        cell, dtype = ctypes.c_double(float(value)), "f64"
+    return ArrayView(dtype, (), ctypes.addressof(cell), ctypes.sizeof(cell), None, None, cell)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float))
+
+
+class Sink:
+    """Writes records through one libdtrace handle, keeping the scope libdtrace
+    holds equal to the scope the caller names (whole paths such as
+    fwd/layer.1/mlp, not nested parts)."""
+
+    def __init__(self, native: "capi.Native"):
+        self.native = native
+        self._scope: Optional[str] = None
+        self.tensors = 0  # records handed over, for the benchmark's cost per tensor
+        # True inside a step or an isolated repetition: code that runs outside
+        # steps too (an evaluation) records nothing there.
+        self.active = False
+
+    def set_scope(self, scope: Optional[str]) -> Optional[str]:
+        previous = self._scope
+        if scope != previous:
+            if previous is not None:
+                self.native.pop_scope()
+            if scope is not None:
+                self.native.push_scope(scope)
+            self._scope = scope
+        return previous
+
+    @property
+    def scope(self) -> Optional[str]:
+        return self._scope
+
+    # What a subclass gives its own arrays (dtrace_torch: torch tensors).
+    def view(self, value: Any) -> ArrayView:
+        """The value's logical bytes: an array (dtrace.arrays) or a Python number."""
+        return number_view(value) if is_number(value) else arrays.describe(value)
+
+    def host_copy(self, value: Any) -> Any:
+        """A host copy of a device array, for its bytes (DTRACE_CAPTURE) or when
+        libdtrace has no device code to hash it where it lies."""
+        raise RecorderError(f"a device array ({type(value).__name__}) needs a host copy here (its bytes are "
+                            "captured, or this libdtrace has no device code): record a host copy of it")
+
+    def device_digests(self, views: Sequence[ArrayView]) -> List[Optional[int]]:
+        """xxh3-64k/1 of the device arrays on their device, one batched call per
+        (device, stream), never copied to the host; None for host arrays, and for
+        all when this libdtrace has no device code."""
+        out: List[Optional[int]] = [None] * len(views)
+        groups: Dict[Tuple[int, int], List[int]] = {}
+        for i, v in enumerate(views):
+            if v.device is not None:
+                groups.setdefault((v.device, v.stream or 0), []).append(i)
+        for (device, stream), indices in groups.items():
+            try:
+                digests = self.device_batch(device, [views[i].address for i in indices],
+                                            [views[i].nbytes for i in indices], stream)
+            except CudaUnavailable:
+                return [None] * len(views)
+            for i, d in zip(indices, digests):
+                out[i] = d
+        return out
+
+    def device_batch(self, device: int, addresses: List[int], sizes: List[int], stream: int) -> List[int]:
+        """One batched device fingerprint call (dtrace_torch makes `device` current first)."""
+        return capi.fingerprint_device_batch(addresses, sizes, stream)
+
+    def tensors_(self, level: int, op: str, io: int, items: Sequence[Tuple[str, Any]]) -> None:
+        """Records named arrays (all of one op and io) if libdtrace wants `level` here."""
+        if not self.active or not items or not self.native.wants(level):
+            return
+        capture = self.native.captures()
+        views = [self.view(v) for _, v in items]
+        digests = self.device_digests(views) if any(v.device is not None for v in views) else None
+        for i, ((name, value), view) in enumerate(zip(items, views)):
+            digest = digests[i] if digests is not None else None
+            if view.device is not None and digest is None:  # no device code: hashed on the host
+                view = self.view(self.host_copy(value))
+            if view.device is not None:
+                host = self.view(self.host_copy(value)) if capture and view.nbytes else None
+                self.native.tensor(level, op, io, name, view.dtype, view.shape,
+                                   host.address if host is not None else 0, view.nbytes, digest)
+            else:
+                self.native.tensor(level, op, io, name, view.dtype, view.shape,
+                                   view.address if view.nbytes else 0, view.nbytes)
+            self.tensors += 1
+
+    def scalar(self, level: int, op: str, io: int, name: str, value: Any) -> None:
+        """A Python number or a one-element array, by its exact bits: floats as
+        their own dtype (f16, bf16, f32, f64), integers and booleans as i64."""
+        if not self.active:
+            return
+        if not is_number(value):
+            view = self.view(value)
+            if view.device is not None:
+                view = self.view(self.host_copy(value))
+            count = 1
+            for d in view.shape:
+                count *= d
+            if count != 1:
+                raise RecorderError(f"scalar {name!r}: {view.dtype}{list(view.shape)} has {count} elements, not 1")
+            raw = ctypes.string_at(view.address, view.nbytes)
+            if view.dtype in _FLOAT or view.dtype == "bf16":
+                bits = int.from_bytes(raw, "little")
+                number = (struct.unpack("<f", b"\0\0" + raw)[0] if view.dtype == "bf16"
+                          else struct.unpack(_FLOAT[view.dtype], raw)[0])
+                self.native.scalar(level, op, io, name, view.dtype, bits, number)
+                return
+            if view.dtype.startswith("c"):
+                raise RecorderError(f"scalar {name!r}: a complex number ({view.dtype}) is not a scalar record")
+            value = int.from_bytes(raw, "little", signed=not view.dtype.startswith("u") and view.dtype != "bool")
+        if isinstance(value, (bool, int)):
+            self.native.scalar(level, op, io, name, "i64", int(value) & ((1 << 64) - 1), float(value))
+        else:
+            bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+            self.native.scalar(level, op, io, name, "f64", bits, float(value))
+
+
+def flatten(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = arrays.is_array) -> List[Tuple[str, Any]]:
+    """The arrays inside nested tuples, lists and dicts, named prefix.i / prefix.key."""
+    out: List[Tuple[str, Any]] = []
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            out.extend(flatten(f"{prefix}.{i}", v, is_leaf))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(flatten(f"{prefix}.{k}", v, is_leaf))
+    elif is_leaf(value):
+        out.append((prefix, value))
+    return out
+
+
+def state_values(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = arrays.is_array) -> Iterable[Tuple[str, Any]]:
+    """A state_dict's leaves: arrays, numbers, and everything else as its repr's
+    bytes (u8, so a changed non-numeric field still shows), named by their path."""
+    if is_number(value):
+        yield prefix, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from state_values(f"{prefix}.{k}" if prefix else str(k), v, is_leaf)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from state_values(f"{prefix}.{i}", v, is_leaf)
+    elif value is None:
+        return
+    elif is_leaf(value):
+        yield prefix, value
+    else:
+        yield prefix, repr(value).encode()

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The dtrace package's recorder on a program that is not PyTorch: the NumPy
+# example examples/numpy/numpytrain.py (docs/python.md), as a user runs it.
+# Two runs certify and are identical; two runs with the planted reordered
+# reduction diverge at its layer, and `dtrace bisect --trust` names the planted
+# kernel with the confirm stage's evidence, at one process and at three
+# processes started by a plain launcher (examples/numpy/launch.py, named in
+# DTRACE_PYTHON_LAUNCHER) with the plant on rank 1 only; a replay of one step
+# restores its checkpoint and records what the run recorded; `dtrace verify`
+# certifies the workload's resume. In suite 'launches' too (every bisect with
+# --launches, replays-lib.sh).
+. "$(dirname "$0")/python-lib.sh"
+need_python_module numpy "tools/setup-deps.sh installs Debian's python3-numpy"
+EXAMPLE="$SOURCE_ROOT/examples/numpy/numpytrain.py"
+LAUNCH="$PYTHON $SOURCE_ROOT/examples/numpy/launch.py 3"
+
+# nt ARGS...: the example, quiet on success.
+nt() { "$PYTHON" "$EXAMPLE" "$@" >/dev/null 2>"$WORK/example.err" || { cat "$WORK/example.err" >&2; fail "numpytrain.py $*"; }; }
+
+# bisected DIR RANK: the last bisect named the planted gemm of fwd/layer.1 at
+# step 0 on RANK, confirmed alone, every replay exiting 0, the way the replays
+# ran as asked (replay sessions, one launch per side, unless E2E_REPLAYS=launches).
+bisected() {
+  json_is verdict '"named"'
+  json_is culprit.op '"gemm"'
+  json_is culprit.scope '"fwd/layer.1"'
+  json_is culprit.role '"origin"'
+  json_is culprit.step 0
+  json_is culprit.rank "$1"
+  json_true 'd["evidence"]["distinct_outputs"] >= 2'
+  json_true '"reduction order" in d["evidence"]["reading"]'
+  json_true 'all(r["exit"] == 0 for r in d["replays"])'
+  if [ "${E2E_REPLAYS:-}" = launches ]; then
+    json_is replay_mode '"launches"'
+  else
+    json_is replay_mode '"sessions"'
+    json_true 'len(d["launches"]) == 2 and all(l["session"] for l in d["launches"])'
+  fi
+}
+
+# Deterministic: two runs are one trajectory, bit for bit.
+nt --run-dir a --checkpoint-dir ca --steps 3 --level layer
+nt --run-dir b --checkpoint-dir cb --steps 3 --level layer
+run_dtrace 0 check a
+run_dtrace 0 diff --json a b
+json_is verdict '"identical"'
+[ -f ca/step-0.pkl ] && [ -f ca/step-2.pkl ] || fail "no checkpoints in ca: $(ls ca)"
+
+# A replay of step 2 restores its checkpoint and records what the run did there.
+DTRACE_REPLAY_STEP=2 DTRACE_LEVEL=layer DTRACE_OUT="$WORK/step2.jsonl" "$PYTHON" "$EXAMPLE" \
+  --run-dir a --checkpoint-dir ca --steps 3 --level layer 2>"$WORK/replay.err" || { cat "$WORK/replay.err" >&2; fail "replay of step 2"; }
+run_dtrace 0 diff --json a "$WORK/step2.jsonl"
+json_is compared.steps '[2, 2]'
+
+# A replay session driven by hand (session-lib.sh): two layer-level step
+# replays of step 1 in one process give the same records as each other and as
+# a launch: the second starts from the copy of step 1's start the first kept,
+# not from where the first's SGD update left the parameters.
+. "$E2E_LIB_DIR/session-lib.sh"
+mapfile -t argv < <(head -n1 a/rank0.jsonl | jq -r '.replay.argv[]')
+mkdir -p "$WORK/s0" "$WORK/s1" "$WORK/l0"
+session_start "$WORK/session" 1 "${argv[@]}"
+session_serve 0 "$WORK/s0" 1 DTRACE_LEVEL=layer
+session_serve 1 "$WORK/s1" 1 DTRACE_LEVEL=layer
+session_end 2
+DTRACE_REPLAY_STEP=1 DTRACE_LEVEL=layer DTRACE_OUT_DIR="$WORK/l0" DTRACE_OUT="$WORK/l0/replay.jsonl" "${argv[@]}" \
+  >/dev/null 2>"$WORK/launch.err" || { cat "$WORK/launch.err" >&2; fail "the launch of the same replay"; }
+for pair in "s0 s1" "s0 l0"; do
+  set -- $pair
+  run_dtrace 0 diff --steps 1-1 "$WORK/$1" "$WORK/$2"
+  grep -q identical "$OUT" || fail "$1 and $2 differ"
+done
+
+# The planted reduction, one process.
+nt --run-dir c --checkpoint-dir cc --steps 3 --level layer --planted --chaos-seed 1
+nt --run-dir d --checkpoint-dir cd --steps 3 --level layer --planted --chaos-seed 2
+run_dtrace 1 diff --json c d
+json_is first.step 0
+json_is first.scope '"fwd/layer.1"'
+json_is first.role '"origin"'
+run_dtrace 0 bisect --trust --json
+bisected 0
+
+# Three processes through a plain launcher, the plant on rank 1 only.
+for r in e f; do
+  seed=$([ $r = e ] && echo 1 || echo 2)
+  DTRACE_PYTHON_LAUNCHER="$LAUNCH" $LAUNCH "$PYTHON" "$EXAMPLE" --run-dir $r --checkpoint-dir c$r --steps 3 \
+    --level layer --planted --planted-rank 1 --chaos-seed "$seed" >/dev/null 2>"$WORK/$r.err" ||
+    { cat "$WORK/$r.err" >&2; fail "launching run $r"; }
+done
+[ -f ce/rank0/step-0.pkl ] && [ -f ce/rank2/step-0.pkl ] || fail "no per-rank checkpoints in ce"
+run_dtrace 0 check e
+run_dtrace 1 diff --json e f
+json_is first.rank 1
+run_dtrace 0 bisect --trust --json e f
+bisected 1
+json_is ranks_replayed '[0, 1, 2]'
+err_has "launch.py 3"
+
+# docs/python.md's example, as printed there: two runs are identical, and a
+# replay of its step 1 records what the run did there.
+"$PYTHON" - "$SOURCE_ROOT/docs/python.md" >regress.py <<'PY' || fail "no regress.py in docs/python.md"
+import re, sys
+text = open(sys.argv[1]).read()
+print(re.search(r"```python\n(#!/usr/bin/env python3\n# regress\.py.*?)```", text, re.S).group(1), end="")
+PY
+"$PYTHON" regress.py ra && "$PYTHON" regress.py rb || fail "docs/python.md's regress.py"
+run_dtrace 0 diff --json ra rb
+json_is verdict '"identical"'
+grep -q '"scope":"fwd/linear","op":"linear","io":"out","name":"y"' ra/rank0.jsonl || fail "regress.py recorded no fwd/linear y"
+DTRACE_REPLAY_STEP=1 DTRACE_OUT="$WORK/r1.jsonl" "$PYTHON" regress.py ra || fail "replay of regress.py's step 1"
+run_dtrace 0 diff --json ra "$WORK/r1.jsonl"
+json_is compared.steps '[1, 1]'
+
+# dtrace verify runs it as arms (DTRACE_RUN_DIR, DTRACE_CHECKPOINT_DIR,
+# DTRACE_STOP_AT, DTRACE_RESUME_AT): the resumed arm is the same trajectory.
+run_dtrace 0 verify --json --resume-at 2 -- "$PYTHON" "$EXAMPLE" --steps 4 --run-dir v
+json_is certified true
+echo ok

@@ -1,0 +1,279 @@
+"""The dtrace package's recorder (python/dtrace: recording, records,
+checkpoints, generators), on its own: what it hands libdtrace for arrays and
+numbers, the names it gives state, checkpoints and the generators they hold,
+the launcher's rank, the replay command, scopes. Run against the build's
+libdtrace (PYTHONPATH=build/python); e2e/python_recorder runs the NumPy example
+through dtrace itself."""
+import ctypes
+import json
+import os
+import random
+import struct
+import sys
+import tempfile
+import unittest
+from array import array
+from unittest import mock
+
+import numpy as np
+
+import dtrace
+from dtrace import capi, checkpoints, generators, records
+from dtrace.recording import launcher_rank
+
+
+def log(run_dir):
+    with open(os.path.join(run_dir, "rank0.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+class Scratch(unittest.TestCase):
+    def setUp(self):
+        self._dir = tempfile.TemporaryDirectory()
+        self.dir = self._dir.name
+        # No workflow or replay variable of the caller's reaches these tests.
+        self._env = mock.patch.dict(os.environ, {k: v for k, v in os.environ.items()
+                                                 if not k.startswith(("DTRACE_", "PYTHON_DTRACE_", "RANK",
+                                                                      "WORLD_SIZE", "OMPI_", "PMI_", "SLURM_"))},
+                                    clear=True)
+        self._env.start()
+
+    def tearDown(self):
+        self._env.stop()
+        self._dir.cleanup()
+
+
+class Numbers(unittest.TestCase):
+    def test_python_numbers_are_0d_of_their_exact_type(self):
+        for value, dtype, raw in ((True, "bool", b"\x01"), (-3, "i64", struct.pack("<q", -3)),
+                                  (0.1, "f64", struct.pack("<d", 0.1))):
+            v = records.number_view(value)
+            self.assertEqual((v.dtype, v.shape, v.nbytes), (dtype, (), len(raw)), value)
+            self.assertEqual(ctypes.string_at(v.address, v.nbytes), raw, value)
+
+    def test_an_integer_outside_int64_is_refused(self):
+        with self.assertRaisesRegex(dtrace.RecorderError, "outside int64"):
+            records.number_view(1 << 63)
+        records.number_view(-(1 << 63))  # the smallest int64 is one
+
+    def test_state_values_name_leaves_by_path(self):
+        state = {"w": np.zeros(2, np.float32), "opt": {"lr": 0.1, "moments": [np.ones(1), None]}, "tag": ("x",)}
+        got = list(records.state_values("m", state))
+        self.assertEqual([n for n, _ in got], ["m.w", "m.opt.lr", "m.opt.moments.0", "m.tag.0"])
+        self.assertEqual(got[1][1], 0.1)
+        self.assertEqual(got[3][1], repr("x").encode())  # not an array: its repr's bytes, u8
+
+    def test_flatten_names_arrays_in_nested_containers(self):
+        x, y = np.zeros(1), array("f", [1.0])
+        got = records.flatten("batch", {"x": x, "pair": (y, "label")})
+        self.assertEqual([n for n, _ in got], ["batch.x", "batch.pair.0"])
+        self.assertIs(got[0][1], x)
+
+
+class FakeNative:
+    """What Sink calls of libdtrace's recorder, remembered."""
+
+    def __init__(self):
+        self.scalars, self.tensors, self.scopes = [], [], []
+
+    def wants(self, level): return True
+    def captures(self): return False
+    def scalar(self, *args): self.scalars.append(args)
+    def tensor(self, *args): self.tensors.append(args)
+    def push_scope(self, s): self.scopes.append(("push", s))
+    def pop_scope(self): self.scopes.append(("pop",))
+
+
+class Scalars(unittest.TestCase):
+    def sink(self):
+        native = FakeNative()
+        sink = records.Sink(native)
+        sink.active = True
+        return sink, native
+
+    def test_one_element_arrays_keep_their_dtype_and_bits(self):
+        sink, native = self.sink()
+        sink.scalar(0, "loss", capi.IO_METRIC, "loss", np.float32(0.1))
+        sink.scalar(0, "loss", capi.IO_METRIC, "half", np.array([1.5], np.float16))
+        sink.scalar(0, "loss", capi.IO_METRIC, "count", np.array(7, np.int32))
+        sink.scalar(0, "loss", capi.IO_METRIC, "f", 0.1)
+        f32 = struct.unpack("<I", struct.pack("<f", 0.1))[0]
+        self.assertEqual(native.scalars[0][4:6], ("f32", f32))
+        self.assertAlmostEqual(native.scalars[0][6], 0.1, places=6)
+        self.assertEqual(native.scalars[1][4:7], ("f16", 0x3E00, 1.5))
+        self.assertEqual(native.scalars[2][4:7], ("i64", 7, 7.0))
+        self.assertEqual(native.scalars[3][4:6], ("f64", struct.unpack("<Q", struct.pack("<d", 0.1))[0]))
+
+    def test_more_than_one_element_is_not_a_scalar(self):
+        sink, _ = self.sink()
+        with self.assertRaisesRegex(dtrace.RecorderError, "2 elements"):
+            sink.scalar(0, "m", capi.IO_METRIC, "m", np.zeros(2, np.float32))
+
+    def test_inactive_sink_records_nothing(self):
+        sink, native = self.sink()
+        sink.active = False
+        sink.scalar(0, "m", capi.IO_METRIC, "m", 1.0)
+        sink.tensors_(0, "m", capi.IO_OUT, [("x", np.zeros(1))])
+        self.assertEqual((native.scalars, native.tensors), ([], []))
+
+    def test_tensors_hand_over_logical_bytes(self):
+        sink, native = self.sink()
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        sink.tensors_(1, "gemm", capi.IO_IN, [("x", a), ("n", 3)])
+        (lvl, op, io, name, dtype, shape, address, nbytes), = [t[:8] for t in native.tensors[:1]]
+        self.assertEqual((lvl, op, io, name, dtype, tuple(shape), nbytes), (1, "gemm", capi.IO_IN, "x", "f32", (2, 3), 24))
+        self.assertEqual(ctypes.string_at(address, nbytes), a.tobytes())
+        self.assertEqual(native.tensors[1][3:6], ("n", "i64", ()))
+
+
+class Checkpoints(Scratch):
+    class Params:
+        def __init__(self): self.w = np.arange(4, dtype=np.float32)
+        def state_dict(self): return {"w": self.w}
+        def load_state_dict(self, d): self.w = d["w"]
+
+    def test_save_load_restores_state_and_host_generators(self):
+        p, data = self.Params(), {"position": 3}
+        random.seed(1)
+        np.random.seed(2)
+        path = checkpoints.save(self.dir, 5, {"param": p, "data": data})
+        self.assertEqual(path, os.path.join(self.dir, "step-5.pkl"))
+        want_py, want_np = random.random(), np.random.random()
+        p.w[:] = 9
+        data["position"] = 99
+        checkpoints.load(self.dir, 5, {"param": p, "data": data})
+        self.assertEqual(p.w.tolist(), [0, 1, 2, 3])
+        self.assertEqual(data, {"position": 3})
+        self.assertEqual((random.random(), np.random.random()), (want_py, want_np))
+
+    def test_restored_arrays_are_copies(self):
+        p = self.Params()
+        snap = checkpoints.snapshot(0, {"param": p})
+        checkpoints.restore_snapshot(snap, {"param": p})
+        p.w[0] = 42  # a step changes its parameters in place
+        checkpoints.restore_snapshot(snap, {"param": p})
+        self.assertEqual(p.w[0], 0)
+
+    def test_other_state_is_refused_naming_the_file_and_difference(self):
+        p = self.Params()
+        checkpoints.save(self.dir, 0, {"param": p})
+        p.w = np.zeros(5, np.float32)
+        with self.assertRaisesRegex(dtrace.CheckpointError, r"step-0\.pkl: written for other state.*param\.w"):
+            checkpoints.load(self.dir, 0, {"param": p})
+        with self.assertRaisesRegex(dtrace.CheckpointError, r"step-3\.pkl: no checkpoint of step 3.*\[0\]"):
+            checkpoints.load(self.dir, 3, {"param": p})
+        with open(os.path.join(self.dir, "step-1.pkl"), "wb") as f:
+            f.write(b"torn")
+        with self.assertRaisesRegex(dtrace.CheckpointError, r"step-1\.pkl: not a readable checkpoint"):
+            checkpoints.load(self.dir, 1, {"param": p})
+
+    def test_nearest_is_the_newest_at_or_before(self):
+        for s in (0, 4, 8):
+            checkpoints.save(self.dir, s, {})
+        open(os.path.join(self.dir, "step-6.pt"), "w").close()  # another recorder's
+        self.assertEqual(checkpoints.steps_in(self.dir), [0, 4, 8])
+        self.assertEqual([checkpoints.nearest(self.dir, s) for s in (0, 3, 7, 9)], [0, 0, 4, 8])
+        self.assertEqual(checkpoints.nearest(self.dir, 6, ".pt"), 6)
+
+    def test_a_failed_write_leaves_nothing(self):
+        def boom(f):
+            f.write(b"half")
+            raise OSError("disk full")
+        with self.assertRaises(OSError):
+            checkpoints.write_atomically(os.path.join(self.dir, "step-0.pkl"), boom)
+        self.assertEqual(os.listdir(self.dir), [])
+
+
+class Generators(unittest.TestCase):
+    def test_only_the_generators_a_step_advanced(self):
+        d = generators.Drawn()
+        d.take()
+        self.assertEqual(d.drawn(), [])
+        start = random.getstate()
+        random.random()
+        got = dict(d.drawn())
+        self.assertEqual(list(got), ["python"])
+        self.assertEqual(list(got["python"]), list(start[1]))
+        d.take()
+        np_start = np.random.get_state()
+        np.random.random()
+        got = dict(d.drawn())
+        self.assertEqual(list(got), ["numpy"])
+        self.assertEqual(list(got["numpy"]), [int(k) for k in np_start[1]] + [np_start[2]])
+
+
+class Launcher(Scratch):
+    def test_rank_from_the_launchers_variables(self):
+        self.assertEqual(launcher_rank(), (0, 1))
+        os.environ.update(SLURM_PROCID="2", SLURM_NTASKS="4")
+        self.assertEqual(launcher_rank(), (2, 4))
+        os.environ.update(RANK="1", WORLD_SIZE="3")  # RANK first
+        self.assertEqual(launcher_rank(), (1, 3))
+        os.environ["RANK"] = "one"
+        with self.assertRaisesRegex(dtrace.Error, "RANK='one'"):
+            launcher_rank()
+
+
+class Recording(Scratch):
+    def test_records_reach_the_log_with_their_fingerprints(self):
+        run = os.path.join(self.dir, "run")
+        w = np.arange(12, dtype=np.float32).reshape(3, 4)
+        rec = dtrace.Recorder({"param": {"w": w}}, run_dir=run, level="layer", config={"lr": 0.5})
+        for step in rec.steps(1):
+            with rec.step(step, batch=np.ones(2, np.int64)):
+                with rec.scope("fwd"), rec.scope("layer.0") as scope:
+                    self.assertEqual(scope, "fwd/layer.0")
+                    rec.record("layer.0", {"x": w.T}, io="in", level="layer")
+                    rec.record("gemm", {"y": w}, io="out", level="kernel")  # above the level: not recorded
+                rec.metric("loss", np.float32(0.25))
+        lines = log(run)
+        self.assertEqual(lines[0]["config"]["lr"], 0.5)
+        self.assertEqual(lines[0]["config"]["framework"], "python")
+        self.assertEqual(lines[0]["replay"]["protocol"], "dtrace-replay/1.2")
+        by = {(r.get("scope"), r.get("op"), r.get("name")): r for r in lines[1:]}
+        state = by[("step", "param", "param.w")]
+        self.assertEqual((state["io"], state["dtype"], state["shape"]), ("state", "f32", [3, 4]))
+        self.assertEqual(state["hash"], "%016x" % capi.fingerprint_host(w.ctypes.data, w.nbytes))
+        x = by[("fwd/layer.0", "layer.0", "x")]
+        t = np.ascontiguousarray(w.T)  # a transposed view: recorded in its logical order
+        self.assertEqual((x["io"], x["shape"], x["hash"]),
+                         ("in", [4, 3], "%016x" % capi.fingerprint_host(t.ctypes.data, t.nbytes)))
+        self.assertIn(("step", "batch", "batch"), by)
+        self.assertNotIn(("fwd/layer.0", "gemm", "y"), by)
+        self.assertEqual(by[("step", "loss", "loss")]["dtype"], "f32")
+
+    def test_replay_argv_carries_the_launcher_and_workflow_variables(self):
+        os.environ.update(DTRACE_PYTHON_LAUNCHER="mpirun -n 3", DTRACE_CHECKPOINT_DIR=os.path.join(self.dir, "ck"),
+                          DTRACE_DETERMINISTIC="1")
+        rec = dtrace.Recorder({}, run_dir=os.path.join(self.dir, "run"))
+        self.assertIs(rec.deterministic, True)
+        rec.close()
+        argv = log(os.path.join(self.dir, "run"))[0]["replay"]["argv"]
+        env = argv[0]
+        self.assertTrue(env.endswith("env"), argv)
+        self.assertIn(f"PYTHON_DTRACE_CHECKPOINT_DIR={os.path.join(self.dir, 'ck')}", argv)
+        self.assertIn("PYTHON_DTRACE_DETERMINISTIC=1", argv)
+        launcher = argv.index("-n")
+        self.assertTrue(argv[launcher - 1].endswith("mpirun"), argv)
+        self.assertEqual(argv[launcher + 1:launcher + 3], ["3", sys.executable])
+
+    def test_bad_arguments_are_named(self):
+        with self.assertRaisesRegex(ValueError, "level='steps'"):
+            dtrace.Recorder({}, level="steps")
+        with self.assertRaisesRegex(TypeError, r"state\['model'\]: object"):
+            dtrace.Recorder({"model": object()})
+        with self.assertRaisesRegex(ValueError, "scope part 'a/b'"):
+            rec = dtrace.Recorder({}, run_dir=os.path.join(self.dir, "r"))
+            with rec.scope("a/b"):
+                pass
+
+    def test_isolation_without_an_isolate_function_is_refused(self):
+        rec = dtrace.Recorder({}, run_dir=os.path.join(self.dir, "r"))
+        rec.close()
+        rec.native = mock.Mock(isolate_scope=lambda: "fwd/layer.1")
+        with self.assertRaisesRegex(dtrace.CaptureError, "DTRACE_ISOLATE=fwd/layer.1: this program cannot"):
+            rec._isolate(0)
+
+
+if __name__ == "__main__":
+    unittest.main()
