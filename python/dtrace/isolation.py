@@ -76,11 +76,7 @@ class Isolation:
         scope = self.scope if scope is None else scope
         op = (self.op or self.layer_op) if op is None else op
         occurrence = self.occurrence if occurrence is None else occurrence
-        index = self._rec.native.captured_find(scope, op, _IOS[io], name, occurrence)
-        if index is None:
-            raise CaptureError(f"{self.inputs_dir}: no captured {io} record '{name}' of {scope} {op} "
-                               f"(occurrence {occurrence}) for rank {self._rec.rank}")
-        return self.captured[index]
+        return self.captured[find(self._rec, scope, op, _IOS[io], name, occurrence)]
 
     def read(self, name: str, **identity: Any) -> bytes:
         """The captured record's bytes (for np.frombuffer, array.frombytes)."""
@@ -114,6 +110,7 @@ class Isolation:
             for k in range(self.repeat):
                 native.begin_repetition(k)
                 self._rec.current_step = k
+                self._rec._step_begins()  # occurrences count from 0 again, as in a step
                 yield k
                 sink.set_scope(None)
             native.end_step()
@@ -121,3 +118,17 @@ class Isolation:
             sink.active = False
             self._rec.current_step = None
 
+
+
+def find(recorder: Any, scope: str, op: str, io: int, name: str, occurrence: int) -> int:
+    """The index of this rank's captured record (scope, op, io, name,
+    occurrence), or CaptureError naming the capture and the record: an input
+    the capture lacks is named, never replaced (dtrace-fp(5), "What isolation
+    needs"). dtrace_torch's loader finds its inputs through this too."""
+    native = recorder.native
+    index = native.captured_find(scope, op, io, name, occurrence)
+    if index is None:
+        kind = {v: k for k, v in _IOS.items()}.get(io, str(io))
+        raise CaptureError(f"{native.inputs_dir()}: no captured {kind} record '{name}' of {scope} {op} "
+                           f"(occurrence {occurrence}) for rank {recorder.rank}")
+    return index

@@ -39,6 +39,7 @@ from typing import Dict, List, Optional
 import torch
 
 from dtrace import capi
+
 from . import kernels
 from .errors import CaptureError, DtraceError
 from .records import flatten

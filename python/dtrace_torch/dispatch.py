@@ -14,7 +14,7 @@ In-place and out= ops are recorded: their inputs before the op runs, their resul
 after."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from dtrace import capi
+
 from . import compiled, param_grads
 from .records import flatten
 

@@ -16,6 +16,8 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from dtrace import capi
+from dtrace import isolation as captured
+
 from . import calls, compiled, kernels, param_grads
 from .dispatch import named_inputs
 from .errors import CaptureError
@@ -47,10 +49,7 @@ class Loader:
     def tensor(self, name: str, occurrence: int, device: Optional[str] = None,
                requires_grad: bool = False) -> torch.Tensor:
         native = self.rec.native
-        index = native.captured_find(self.scope, self.op, capi.IO_IN, name, occurrence)
-        if index is None:
-            raise CaptureError(f"{native.inputs_dir()}: no captured input '{name}' of {self.scope} {self.op} "
-                               f"(occurrence {occurrence}) for rank {self.rec.rank}")
+        index = captured.find(self.rec, self.scope, self.op, capi.IO_IN, name, occurrence)
         record = native.captured()[index]
         dtype = _TORCH_DTYPES.get(record["dtype"])
         if dtype is None:

@@ -18,8 +18,7 @@ for ATen ops, and isolation by re-running a module or an op.
 from __future__ import annotations
 
 import contextlib
-import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -30,7 +29,6 @@ from . import checkpoints, compiled, environment
 from .calls import CallLog
 from .collectives import Collectives
 from .dispatch import OpRecorder
-from .errors import DtraceError
 from .hooks import ModuleHooks
 from .records import Sink, flatten, state_values
 
@@ -215,7 +213,7 @@ class Recorder(_Recorder):
         rng = [("torch.cpu", torch.get_rng_state())]
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             rng += [(f"torch.cuda.{i}", s) for i, s in enumerate(torch.cuda.get_rng_state_all())]
-        # Python's and NumPy's generators: at the step's end, when it drew from them (_HostGenerators).
+        # Python's and NumPy's generators: at the step's end, when it drew from them (dtrace.generators).
         sink.tensors_(lvl, "rng", st, rng)
         # Numbers as 0-d arrays (i64, f64, bool): state is compared by fingerprint.
         for name, obj in self.extra.items():

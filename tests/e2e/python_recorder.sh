@@ -112,6 +112,22 @@ DTRACE_REPLAY_STEP=1 DTRACE_OUT="$WORK/r1.jsonl" "$PYTHON" regress.py ra || fail
 run_dtrace 0 diff --json ra "$WORK/r1.jsonl"
 json_is compared.steps '[1, 1]'
 
+# As `meson install` leaves it (relocated to a scratch root, as a DESTDIR
+# package would be): the package beside dtrace_torch in python3's site
+# directory, importable with no PYTHONPATH, records the same run.
+: "${PYTHON_DIR:?}" "${PREFIX:?}" "${LIBDIR:?}"
+meson install -C "$BUILD_ROOT" --destdir "$WORK/root" --no-rebuild --quiet >/dev/null || fail "meson install"
+site="$WORK/root$PYTHON_DIR"
+[ -f "$site/dtrace/recording.py" ] && [ -f "$site/dtrace/capi.py" ] && [ -f "$site/dtrace_torch/recording.py" ] ||
+  fail "the dtrace package is not installed beside dtrace_torch in $PYTHON_DIR"
+case "$LIBDIR" in /*) libdir="$LIBDIR" ;; *) libdir="$PREFIX/$LIBDIR" ;; esac
+env -u PYTHONPATH LD_LIBRARY_PATH="$WORK/root$libdir" PYTHONPATH="$site" "$PYTHON" -c '
+import sys, dtrace
+assert dtrace.__file__.startswith(sys.argv[1]), dtrace.__file__' "$site" || fail "the installed package does not import"
+env -u PYTHONPATH LD_LIBRARY_PATH="$WORK/root$libdir" PYTHONPATH="$site" "$PYTHON" regress.py rinst ||
+  fail "regress.py on the installed package"
+run_dtrace 0 diff ra rinst
+
 # dtrace verify runs it as arms (DTRACE_RUN_DIR, DTRACE_CHECKPOINT_DIR,
 # DTRACE_STOP_AT, DTRACE_RESUME_AT): the resumed arm is the same trajectory.
 run_dtrace 0 verify --json --resume-at 2 -- "$PYTHON" "$EXAMPLE" --steps 4 --run-dir v

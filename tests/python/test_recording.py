@@ -275,5 +275,18 @@ class Recording(Scratch):
             rec._isolate(0)
 
 
+class Captures(unittest.TestCase):
+    def test_a_missing_input_is_named_not_replaced(self):
+        from dtrace import isolation
+        native = mock.Mock(captured_find=lambda *a: None, inputs_dir=lambda: "/cap")
+        rec = mock.Mock(native=native, rank=2)
+        with self.assertRaisesRegex(dtrace.CaptureError,
+                                    r"/cap: no captured in record 'x' of fwd/layer.1 gemm \(occurrence 1\) for rank 2"):
+            isolation.find(rec, "fwd/layer.1", "gemm", capi.IO_IN, "x", 1)
+        native.captured_find = lambda scope, op, io, name, occ: 5 if (scope, op, io, name, occ) == (
+            "fwd/layer.1", "gemm", capi.IO_IN, "x", 1) else None
+        self.assertEqual(isolation.find(rec, "fwd/layer.1", "gemm", capi.IO_IN, "x", 1), 5)
+
+
 if __name__ == "__main__":
     unittest.main()
