@@ -438,25 +438,33 @@ def _from_buffer(value, mv: memoryview) -> _Source:
 # --- the API ------------------------------------------------------------------
 
 def _interface(value, attr):
-    """value.attr, None when absent. A property that fails otherwise than with
-    AttributeError (torch's on a tensor that requires grad) is reported."""
+    """(value.attr, None), (None, None) when absent, (None, the error as a
+    ValueError) when the property fails otherwise than with AttributeError:
+    torch's __cuda_array_interface__ on a bfloat16 tensor (which its DLPack
+    exports) or on one that requires grad."""
     try:
-        return getattr(value, attr)
+        return getattr(value, attr), None
     except AttributeError:
-        return None
+        return None, None
     except Exception as e:
-        raise ValueError(f"{_type_name(value)}: its {attr} failed: {e}") from e
+        failed = ValueError(f"{_type_name(value)}: its {attr} failed: {e}")
+        failed.__cause__ = e
+        return None, failed
 
 
 def _source(value) -> _Source:
     if isinstance(value, type):
         raise TypeError(f"{value!r} is a type, not an array")
-    iface = _interface(value, "__cuda_array_interface__")
+    iface, cuda_failed = _interface(value, "__cuda_array_interface__")
     if iface is not None:
         return _from_cuda_interface(value, iface)
-    iface = _interface(value, "__array_interface__")
+    iface, failed = _interface(value, "__array_interface__")
+    if failed is not None:
+        raise failed
     if iface is not None:
         return _from_array_interface(value, iface)
+    # An interface that failed leaves the protocols after it to try (DLPack
+    # exports what torch's CUDA interface refuses), and is reported if none is there.
     if hasattr(value, "__dlpack__"):
         return _from_dlpack(value)
     try:
@@ -466,6 +474,8 @@ def _source(value) -> _Source:
     if mv is not None:
         with mv:
             return _from_buffer(value, mv)
+    if cuda_failed is not None:
+        raise cuda_failed
     raise TypeError(f"{_type_name(value)} is not an array: it has no __cuda_array_interface__, "
                     "__array_interface__ or __dlpack__, and not the buffer protocol")
 

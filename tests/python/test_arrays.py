@@ -351,6 +351,23 @@ class Devices(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "4 lanes"):
             arrays.describe(FakeDLPack(1, 0, (4,), lanes=4))
 
+    def test_a_failing_cuda_interface_leaves_dlpack(self):
+        # torch's __cuda_array_interface__ refuses bfloat16, which its DLPack exports.
+        class Bf16Cuda(FakeDLPack):
+            @property
+            def __cuda_array_interface__(self):
+                raise TypeError("dtype torch.bfloat16 is not supported by __cuda_array_interface__")
+        view = arrays.describe(Bf16Cuda(2, 1, (8,), code=4, bits=16))
+        self.assertEqual((view.dtype, view.shape, view.nbytes, view.device), ("bf16", (8,), 16, 1))
+        self.assertTrue(arrays.is_array(Bf16Cuda(2, 1, (8,))))
+
+        class Refusing:  # and without another protocol, its error is the one reported
+            @property
+            def __cuda_array_interface__(self):
+                raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+        with self.assertRaisesRegex(ValueError, r"Refusing: its __cuda_array_interface__ failed: .*requires grad"):
+            arrays.describe(Refusing())
+
     def test_dlpack_host_capsule_with_element_strides(self):
         buf = (ctypes.c_double * 12)(*range(12))
         fake = FakeDLPack(1, 0, (3, 2), strides=(4, 2), code=2, bits=64, data=ctypes.addressof(buf),
