@@ -58,18 +58,7 @@ json_is compared.steps '[2, 2]'
 # not from where the first's SGD update left the parameters.
 . "$E2E_LIB_DIR/session-lib.sh"
 mapfile -t argv < <(head -n1 a/rank0.jsonl | jq -r '.replay.argv[]')
-mkdir -p "$WORK/s0" "$WORK/s1" "$WORK/l0"
-session_start "$WORK/session" 1 "${argv[@]}"
-session_serve 0 "$WORK/s0" 1 DTRACE_LEVEL=layer
-session_serve 1 "$WORK/s1" 1 DTRACE_LEVEL=layer
-session_end 2
-DTRACE_REPLAY_STEP=1 DTRACE_LEVEL=layer DTRACE_OUT_DIR="$WORK/l0" DTRACE_OUT="$WORK/l0/replay.jsonl" "${argv[@]}" \
-  >/dev/null 2>"$WORK/launch.err" || { cat "$WORK/launch.err" >&2; fail "the launch of the same replay"; }
-for pair in "s0 s1" "s0 l0"; do
-  set -- $pair
-  run_dtrace 0 diff --steps 1-1 "$WORK/$1" "$WORK/$2"
-  grep -q identical "$OUT" || fail "$1 and $2 differ"
-done
+session_repeats_launch 1 1 "${argv[@]}"
 
 # The planted reduction, one process.
 nt --run-dir c --checkpoint-dir cc --steps 3 --level layer --planted --chaos-seed 1

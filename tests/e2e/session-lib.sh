@@ -60,6 +60,28 @@ session_end() {
   [ "$got" = 0 ] || fail "the session exited $got after the end request: $(tail -n5 "$SESSION_DIR.err")"
 }
 
+# session_repeats_launch STEP RANKS ARGV...: ARGV serving a session, two
+# layer-level step replays of STEP in it, and a launch of the same replay: the
+# three record the same (dtrace diff: identical over STEP). The second request
+# starts from the copy of the step's start the first kept, not from what the
+# first's step left (its optimizer update, its data position); an answer
+# equal to a launch is one a launch would give.
+session_repeats_launch() {
+  local step=$1 ranks=$2 pair; shift 2
+  mkdir -p "$WORK/s0" "$WORK/s1" "$WORK/l0"
+  session_start "$WORK/session" "$step" "$@"
+  session_serve 0 "$WORK/s0" "$ranks" DTRACE_LEVEL=layer
+  session_serve 1 "$WORK/s1" "$ranks" DTRACE_LEVEL=layer
+  session_end 2
+  DTRACE_REPLAY_STEP=$step DTRACE_LEVEL=layer DTRACE_OUT_DIR="$WORK/l0" DTRACE_OUT="$WORK/l0/replay.jsonl" "$@" \
+    >/dev/null 2>"$WORK/launch.err" || { cat "$WORK/launch.err" >&2; fail "the launch of the same replay"; }
+  for pair in "s0 s1" "s0 l0"; do
+    set -- $pair
+    run_dtrace 0 diff --steps "$step-$step" "$WORK/$1" "$WORK/$2"
+    grep -q identical "$OUT" || fail "$1 and $2 differ"
+  done
+}
+
 # step_records LOG STEP: the compared records of STEP (no timing, no seq or line).
 step_records() {
   grep -v '"io":"timing"' "$1" | grep '"scope"' | jq -c --argjson s "$2" 'select(.step == $s) | del(.seq, .line, .value)'

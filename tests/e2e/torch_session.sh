@@ -10,19 +10,7 @@
 ex --steps 3 --run-dir a --checkpoint-dir ca --checkpoint-every 1
 head -n1 a/rank0.jsonl | grep -q '"protocol":"dtrace-replay/1.2"' || fail "dtrace_torch does not announce sessions"
 mapfile -t argv < <(head -n1 a/rank0.jsonl | jq -r '.replay.argv[]')
-mkdir -p "$WORK/s0" "$WORK/s1"
-session_start "$WORK/session" 1 "${argv[@]}"
-session_serve 0 "$WORK/s0" 1 DTRACE_LEVEL=layer
-session_serve 1 "$WORK/s1" 1 DTRACE_LEVEL=layer
-session_end 2
-mkdir -p "$WORK/l0"
-DTRACE_REPLAY_STEP=1 DTRACE_LEVEL=layer DTRACE_OUT_DIR="$WORK/l0" DTRACE_OUT="$WORK/l0/replay.jsonl" "${argv[@]}" \
-  >/dev/null 2>"$WORK/launch.err" || { cat "$WORK/launch.err" >&2; fail "the launch of the same replay"; }
-for pair in "s0 s1" "s0 l0"; do
-  set -- $pair
-  run_dtrace 0 diff --steps 1-1 "$WORK/$1" "$WORK/$2"
-  grep -q identical "$OUT" || fail "$1 and $2 differ"
-done
+session_repeats_launch 1 1 "${argv[@]}"
 # The records compared are the step's own, its restored state included.
 grep -q '"io":"state"' "$WORK/s1/rank0.jsonl" || fail "the second request recorded no state"
 echo ok
