@@ -34,7 +34,7 @@ from . import capi, checkpoints
 from .errors import CaptureError, CheckpointError, Error
 from .generators import Drawn
 from .isolation import Isolation
-from .records import Sink, flatten, state_values
+from .records import Sink, state_values
 
 # The variables `dtrace env` checks (dtrace(1), DESIGN.md §6) and the ones
 # PyTorch reads: they go into the header, where `dtrace diff` compares them.
@@ -430,8 +430,9 @@ class Recorder:
         self.sink.set_scope(previous)
 
     def batch(self, value: Any) -> None:
-        """What the step consumed: the arrays in `value` (an array, or tuples,
-        lists and dicts of them), as step-level `in` records of op "batch" named
+        """What the step consumed: the arrays and numbers in `value` (an array, a
+        number, or tuples, lists and dicts of them; anything else by its repr's
+        bytes, as state), as step-level `in` records of op "batch" named
         batch, batch.0, batch.<key>, ... Each call inside a step is one more
         occurrence (a micro-batch). A first difference there is the data, not a
         kernel (dtrace(1), bisect, verdict data)."""
@@ -441,7 +442,10 @@ class Recorder:
         self.sink.set_scope(previous)
 
     def _flatten(self, prefix: str, value: Any) -> List[Tuple[str, Any]]:
-        return flatten(prefix, value)
+        # The batch's leaves as the state's: a pure-Python program's batch is
+        # lists of numbers (token ids, labels), which flatten() would drop, so
+        # two runs fed different data compared equal.
+        return list(state_values(prefix, value))
 
     def close(self) -> None:
         """Closes the log (complete). steps() closes it after the last step."""

@@ -242,6 +242,21 @@ class Recording(Scratch):
         self.assertNotIn(("fwd/layer.0", "gemm", "y"), by)
         self.assertEqual(by[("step", "loss", "loss")]["dtype"], "f32")
 
+    def test_a_batch_of_python_lists_and_numbers_is_recorded(self):
+        # A pure-Python program's batch: token ids in a list, a label. Two runs
+        # fed different tokens must differ in their batch records (verdict data).
+        def run(name, tokens):
+            rec = dtrace.Recorder({}, run_dir=os.path.join(self.dir, name))
+            for step in rec.steps(1):
+                with rec.step(step, batch={"tokens": tokens, "label": 3, "text": "a b", "none": None}):
+                    pass
+            return {r["name"]: r for r in log(os.path.join(self.dir, name))[1:] if r.get("op") == "batch"}
+        a, b = run("a", [5, 7]), run("b", [5, 8])
+        self.assertEqual(sorted(a), ["batch.label", "batch.text", "batch.tokens.0", "batch.tokens.1"])
+        self.assertEqual((a["batch.tokens.1"]["io"], a["batch.tokens.1"]["dtype"]), ("in", "i64"))
+        self.assertEqual(a["batch.tokens.0"]["hash"], b["batch.tokens.0"]["hash"])
+        self.assertNotEqual(a["batch.tokens.1"]["hash"], b["batch.tokens.1"]["hash"])
+
     def test_replay_argv_carries_the_launcher_and_workflow_variables(self):
         os.environ.update(DTRACE_PYTHON_LAUNCHER="mpirun -n 3", DTRACE_CHECKPOINT_DIR=os.path.join(self.dir, "ck"),
                           DTRACE_DETERMINISTIC="1")
