@@ -43,6 +43,23 @@ def steps_in(directory: str, suffix: str = PLAIN_SUFFIX) -> List[int]:
     return sorted(int(m.group(1)) for m in map(name.match, names) if m)
 
 
+def rank_directory(directory: str, rank: int) -> str:
+    """Where rank `rank` of a job of several processes keeps its checkpoints:
+    each rank's state is its own, so ranks never overwrite each other's."""
+    return os.path.join(directory, f"rank{rank}")
+
+
+def rank_directories(directory: str) -> List[str]:
+    """The rank<r> subdirectories of `directory` (a job of several processes'
+    checkpoints: the recorder gives each rank its own), by rank."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [n for n in names if re.fullmatch(r"rank\d+", n) and os.path.isdir(os.path.join(directory, n))]
+    return sorted(found, key=lambda n: int(n[4:]))
+
+
 def nearest(directory: str, step: int, suffix: str = PLAIN_SUFFIX) -> Optional[int]:
     """The newest checkpointed step at or before `step`, or None."""
     found = [k for k in steps_in(directory, suffix) if k <= step]

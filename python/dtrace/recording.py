@@ -28,6 +28,7 @@ import shlex
 import shutil
 import sys
 import time
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import capi, checkpoints
@@ -145,7 +146,7 @@ class Recorder:
         if self.checkpoint_dir and self.world_size > 1:
             # Each rank's state is its own (its data shard, its generators): one
             # subdirectory per rank, so ranks never overwrite each other's checkpoints.
-            self.checkpoint_dir = os.path.join(self.checkpoint_dir, f"rank{self.rank}")
+            self.checkpoint_dir = checkpoints.rank_directory(self.checkpoint_dir, self.rank)
         header_config = self._header_config(dict(config or {}))
         if self.deterministic is not None:
             header_config["deterministic"] = self.deterministic
@@ -179,6 +180,7 @@ class Recorder:
             self._attach(capi.Native(**self._native_options))
         else:
             self.level, self.replaying = capi.LEVELS[level], True
+        self._warn_if_unreplayable(replay_argv, launcher)
 
     # ---- what a subclass gives (dtrace_torch: PyTorch's) --------------------------
     def _check_state(self) -> None:
@@ -482,7 +484,7 @@ class Recorder:
         # several processes). A command line, split as a shell would; its first
         # word a path or a program on PATH. The rank's own command follows it as
         # `python script args`.
-        words = shlex.split(launcher if launcher is not None else os.environ.get(self.LAUNCHER_VARIABLE) or "")
+        words = shlex.split(self._launcher_line(launcher))
         if words:
             first = words[0]
             if os.sep in first or os.path.isfile(first):
@@ -492,14 +494,33 @@ class Recorder:
             argv = [first] + words[1:] + argv
         return [shutil.which("env") or "/usr/bin/env"] + pinned + argv if pinned else argv
 
+    def _launcher_line(self, launcher: Optional[str]) -> str:
+        """The launcher's command line: `launcher=`, else the launcher variable."""
+        return launcher if launcher is not None else os.environ.get(self.LAUNCHER_VARIABLE) or ""
+
+    def _warn_if_unreplayable(self, replay_argv: Optional[Sequence[str]], launcher: Optional[str]) -> None:
+        """A rank of several processes whose replay command names no launcher
+        would be replayed alone, without its rank: bisect's replays then fail
+        far from the cause (no checkpoint found), so say it when recording."""
+        if self.world_size > 1 and replay_argv is None and not self._launcher_line(launcher).strip() \
+                and not self.replaying:
+            warnings.warn(f"dtrace: rank {self.rank} of {self.world_size}, but no launcher is named "
+                          f"({self.LAUNCHER_VARIABLE} or launcher=): this run's replay command restarts this "
+                          f"process alone, without its rank, so dtrace bisect cannot replay the job; set "
+                          f"{self.LAUNCHER_VARIABLE} to the launcher's command line", RuntimeWarning, stacklevel=3)
+
     def _restore_nearest(self, step: int) -> int:
         if not self.checkpoint_dir:
             raise CheckpointError(f"DTRACE_REPLAY_STEP={step}: this run has no checkpoint_dir to restore from")
         found = checkpoints.nearest(self.checkpoint_dir, step, self.CHECKPOINT_SUFFIX)
         if found is None:
+            ranks = checkpoints.rank_directories(self.checkpoint_dir) if self.world_size == 1 else []
+            why = (f"; it holds {', '.join(ranks)}, a job of several processes' checkpoints, and this replay runs "
+                   f"one process without a rank: the run was recorded with no launcher in its replay command "
+                   f"(set {self.LAUNCHER_VARIABLE} to the launcher's command line when recording)") if ranks else ""
             raise CheckpointError(f"DTRACE_REPLAY_STEP={step}: no checkpoint at or before step {step} in "
                                   f"{self.checkpoint_dir} (it has: "
-                                  f"{checkpoints.steps_in(self.checkpoint_dir, self.CHECKPOINT_SUFFIX) or 'none'})")
+                                  f"{checkpoints.steps_in(self.checkpoint_dir, self.CHECKPOINT_SUFFIX) or 'none'}){why}")
         self._restore(found)
         return found
 

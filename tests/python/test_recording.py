@@ -272,6 +272,42 @@ class Recording(Scratch):
         self.assertTrue(argv[launcher - 1].endswith("mpirun"), argv)
         self.assertEqual(argv[launcher + 1:launcher + 3], ["3", sys.executable])
 
+    def test_several_processes_without_a_launcher_are_warned_of(self):
+        # The replay command of a rank with no launcher restarts that process
+        # alone: said when recording, not only when bisect's replays fail.
+        os.environ.update(RANK="1", WORLD_SIZE="2")
+        with self.assertWarnsRegex(RuntimeWarning, "rank 1 of 2, but no launcher is named "
+                                                   r"\(DTRACE_PYTHON_LAUNCHER or launcher=\)"):
+            dtrace.Recorder({}, run_dir=os.path.join(self.dir, "a")).close()
+        import warnings
+        for env, kw in (({"DTRACE_PYTHON_LAUNCHER": "python3 launch.py 2"}, {}), ({}, {"launcher": "mpirun -n 2"}),
+                        ({}, {"replay_argv": ["./job.sh"]}), ({"WORLD_SIZE": "1", "RANK": "0"}, {}),
+                        # a replay's ranks, started by the launcher: nothing to say there
+                        ({"DTRACE_REPLAY_STEP": "0", "DTRACE_OUT_DIR": os.path.join(self.dir, "out")}, {})):
+            with mock.patch.dict(os.environ, env), warnings.catch_warnings():
+                warnings.simplefilter("error")
+                dtrace.Recorder({}, run_dir=os.path.join(self.dir, f"b{len(os.listdir(self.dir))}"), **kw).close()
+
+    def test_a_replay_without_its_rank_names_the_missing_launcher(self):
+        ckpt = os.path.join(self.dir, "ck")
+        os.environ["DTRACE_PYTHON_LAUNCHER"] = "python3 launch.py 2"
+        for r in (0, 1):
+            with mock.patch.dict(os.environ, RANK=str(r), WORLD_SIZE="2"):
+                rec = dtrace.Recorder({"w": {"w": 1.0}}, run_dir=os.path.join(self.dir, "run"), checkpoint_dir=ckpt)
+                for step in rec.steps(1):
+                    with rec.step(step):
+                        pass
+        self.assertEqual(sorted(os.listdir(ckpt)), ["rank0", "rank1"])
+        # The replay a launcher-less replay command runs: one process, no RANK.
+        del os.environ["DTRACE_PYTHON_LAUNCHER"]
+        os.environ.update(DTRACE_REPLAY_STEP="0", DTRACE_OUT=os.path.join(self.dir, "replay.jsonl"))
+        rec = dtrace.Recorder({"w": {"w": 1.0}}, checkpoint_dir=ckpt)
+        with self.assertRaisesRegex(dtrace.CheckpointError, "it holds rank0, rank1, a job of several processes' "
+                                    ".* no launcher in its replay command .*DTRACE_PYTHON_LAUNCHER"):
+            for step in rec.steps(1):
+                pass
+        rec.close()
+
     def test_bad_arguments_are_named(self):
         with self.assertRaisesRegex(ValueError, "level='steps'"):
             dtrace.Recorder({}, level="steps")
