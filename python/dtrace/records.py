@@ -99,7 +99,7 @@ class Sink:
         if not self.active or not items or not self.native.wants(level):
             return
         capture = self.native.captures()
-        views = [self.view(v) for _, v in items]
+        views = [self._view_of(op, name, v) for name, v in items]
         digests = self.device_digests(views) if any(v.device is not None for v in views) else None
         for i, ((name, value), view) in enumerate(zip(items, views)):
             digest = digests[i] if digests is not None else None
@@ -113,6 +113,15 @@ class Sink:
                 self.native.tensor(level, op, io, name, view.dtype, view.shape,
                                    view.address if view.nbytes else 0, view.nbytes)
             self.tensors += 1
+
+    def _view_of(self, op: str, name: str, value: Any) -> ArrayView:
+        """view(), with a refusal naming the record: one call records many."""
+        try:
+            return self.view(value)
+        except (TypeError, ValueError) as e:
+            if type(e) not in (TypeError, ValueError):  # a subclass may need other arguments
+                raise
+            raise type(e)(f"{op} record {name!r}: {e}") from e
 
     def scalar(self, level: int, op: str, io: int, name: str, value: Any) -> None:
         """A Python number or a one-element array, by its exact bits: floats as

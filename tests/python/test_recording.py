@@ -126,6 +126,14 @@ class Scalars(unittest.TestCase):
         self.assertEqual(native.tensors[1][3:6], ("n", "i64", ()))
 
 
+    def test_a_value_that_is_not_an_array_is_refused_naming_its_record(self):
+        sink, native = self.sink()
+        with self.assertRaisesRegex(TypeError, r"^gemm record 'w': list is not an array"):
+            sink.tensors_(1, "gemm", capi.IO_IN, [("x", np.zeros(2)), ("w", [1.0, 2.0])])
+        with self.assertRaisesRegex(ValueError, r"^gemm record 'x': .*big-endian"):
+            sink.tensors_(1, "gemm", capi.IO_IN, [("x", np.zeros(2, ">f4"))])
+        self.assertEqual(native.tensors, [])
+
 class Checkpoints(Scratch):
     class Params:
         def __init__(self): self.w = np.arange(4, dtype=np.float32)
