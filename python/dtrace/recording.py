@@ -96,7 +96,7 @@ class Recorder:
     isolate: a function of one dtrace.Isolation that re-runs the layer or op it
       names from the captured inputs (dtrace.isolation); without it a replay
       asking for isolation fails naming what is missing, and `dtrace bisect`
-      stops at the layer.
+      stops there (exit 2, after naming the suspect layer on stderr).
     """
 
     # The private variables through which a replay command carries what the
