@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, IO, List, Mapping, Optional, Tuple
 
 from . import arrays, generators
 from .errors import CheckpointError
-from .records import is_number, state_values
+from .records import Repr, is_number, state_values
 
 PLAIN_SUFFIX = ".pkl"
 FORMAT = "dtrace-checkpoint/1"
@@ -101,12 +101,15 @@ def load_state_dict_into(obj: Any, value: Any) -> None:
 
 
 def signature(state: Mapping[str, Any]) -> List[Tuple[str, str, Tuple[int, ...]]]:
-    """(path, dtype, shape) of every array in the state, numbers as their Python type."""
+    """(path, dtype, shape) of every array in the state, numbers as their Python
+    type, other values (their repr, records.Repr) as "repr" without a length."""
     out = []
     for name, obj in state.items():
         for path, leaf in state_values(name, state_dict_of(name, obj)):
             if is_number(leaf):
                 out.append((path, type(leaf).__name__, ()))
+            elif isinstance(leaf, Repr):
+                out.append((path, "repr", ()))
             else:
                 view = arrays.describe(leaf)
                 out.append((path, view.dtype, tuple(view.shape)))
