@@ -166,6 +166,7 @@ class Recorder:
         self._unrecorded = False
         self._generators = Drawn()
         self.current_step: Optional[int] = None
+        self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
         # The recorder's own time inside steps (state, metrics), wall and CPU:
         # what tools/bench reports at step level.
         self.record_seconds = 0.0
@@ -313,6 +314,13 @@ class Recorder:
             if self.checkpoint_dir and (following == stop or (
                     self.checkpoint_every and following % self.checkpoint_every == 0 and following < total)):
                 self._save(following)
+        if end > start and not self._steps_entered:
+            # Records outside a step are dropped on purpose (an evaluation loop),
+            # so a loop that never entered rec.step() wrote a log of no steps
+            # and no error: say it here, not at `dtrace diff`'s "no steps".
+            warnings.warn(f"dtrace: steps() yielded steps {start}-{end - 1}, but no `with rec.step(step):` "
+                          f"ran: nothing was recorded (records outside a step are dropped)", RuntimeWarning,
+                          stacklevel=2)
         if stop is not None:
             self._exit()
         self.close()
@@ -369,6 +377,7 @@ class Recorder:
             yield self
             return
         started = time.perf_counter()
+        self._steps_entered += 1
         self.current_step = number
         self._step_begins()
         self.native.begin_step(number)

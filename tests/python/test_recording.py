@@ -299,6 +299,20 @@ class Recording(Scratch):
         self.assertEqual(a["batch.tokens.0"]["hash"], b["batch.tokens.0"]["hash"])
         self.assertNotEqual(a["batch.tokens.1"]["hash"], b["batch.tokens.1"]["hash"])
 
+    def test_a_loop_that_never_enters_a_step_is_warned_of(self):
+        rec = dtrace.Recorder({}, run_dir=os.path.join(self.dir, "a"))
+        with self.assertWarnsRegex(RuntimeWarning, r"steps\(\) yielded steps 0-2, but no `with rec.step"):
+            for step in rec.steps(3):
+                rec.metric("loss", 1.0)  # outside a step: dropped
+        import warnings
+        rec = dtrace.Recorder({}, run_dir=os.path.join(self.dir, "b"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for step in rec.steps(3):
+                if step == 2:  # one step recorded is enough
+                    with rec.step(step):
+                        pass
+
     def test_replay_argv_carries_the_launcher_and_workflow_variables(self):
         os.environ.update(DTRACE_PYTHON_LAUNCHER="mpirun -n 3", DTRACE_CHECKPOINT_DIR=os.path.join(self.dir, "ck"),
                           DTRACE_DETERMINISTIC="1")
