@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, IO, List, Mapping, Optional, Tuple
 
 from . import arrays, generators
 from .errors import CheckpointError
-from .records import is_number, state_values
+from .records import Repr, is_number, state_values
 
 PLAIN_SUFFIX = ".pkl"
 FORMAT = "dtrace-checkpoint/1"
@@ -41,6 +41,23 @@ def steps_in(directory: str, suffix: str = PLAIN_SUFFIX) -> List[int]:
     except FileNotFoundError:
         return []
     return sorted(int(m.group(1)) for m in map(name.match, names) if m)
+
+
+def rank_directory(directory: str, rank: int) -> str:
+    """Where rank `rank` of a job of several processes keeps its checkpoints:
+    each rank's state is its own, so ranks never overwrite each other's."""
+    return os.path.join(directory, f"rank{rank}")
+
+
+def rank_directories(directory: str) -> List[str]:
+    """The rank<r> subdirectories of `directory` (a job of several processes'
+    checkpoints: the recorder gives each rank its own), by rank."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [n for n in names if re.fullmatch(r"rank\d+", n) and os.path.isdir(os.path.join(directory, n))]
+    return sorted(found, key=lambda n: int(n[4:]))
 
 
 def nearest(directory: str, step: int, suffix: str = PLAIN_SUFFIX) -> Optional[int]:
@@ -84,12 +101,15 @@ def load_state_dict_into(obj: Any, value: Any) -> None:
 
 
 def signature(state: Mapping[str, Any]) -> List[Tuple[str, str, Tuple[int, ...]]]:
-    """(path, dtype, shape) of every array in the state, numbers as their Python type."""
+    """(path, dtype, shape) of every array in the state, numbers as their Python
+    type, other values (their repr, records.Repr) as "repr" without a length."""
     out = []
     for name, obj in state.items():
         for path, leaf in state_values(name, state_dict_of(name, obj)):
             if is_number(leaf):
                 out.append((path, type(leaf).__name__, ()))
+            elif isinstance(leaf, Repr):
+                out.append((path, "repr", ()))
             else:
                 view = arrays.describe(leaf)
                 out.append((path, view.dtype, tuple(view.shape)))

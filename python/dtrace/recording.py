@@ -28,13 +28,14 @@ import shlex
 import shutil
 import sys
 import time
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import capi, checkpoints
 from .errors import CaptureError, CheckpointError, Error
 from .generators import Drawn
 from .isolation import Isolation
-from .records import Sink, flatten, state_values
+from .records import Sink, state_values
 
 # The variables `dtrace env` checks (dtrace(1), DESIGN.md §6) and the ones
 # PyTorch reads: they go into the header, where `dtrace diff` compares them.
@@ -95,7 +96,7 @@ class Recorder:
     isolate: a function of one dtrace.Isolation that re-runs the layer or op it
       names from the captured inputs (dtrace.isolation); without it a replay
       asking for isolation fails naming what is missing, and `dtrace bisect`
-      stops at the layer.
+      stops there (exit 2, after naming the suspect layer on stderr).
     """
 
     # The private variables through which a replay command carries what the
@@ -145,7 +146,7 @@ class Recorder:
         if self.checkpoint_dir and self.world_size > 1:
             # Each rank's state is its own (its data shard, its generators): one
             # subdirectory per rank, so ranks never overwrite each other's checkpoints.
-            self.checkpoint_dir = os.path.join(self.checkpoint_dir, f"rank{self.rank}")
+            self.checkpoint_dir = checkpoints.rank_directory(self.checkpoint_dir, self.rank)
         header_config = self._header_config(dict(config or {}))
         if self.deterministic is not None:
             header_config["deterministic"] = self.deterministic
@@ -165,6 +166,7 @@ class Recorder:
         self._unrecorded = False
         self._generators = Drawn()
         self.current_step: Optional[int] = None
+        self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
         # The recorder's own time inside steps (state, metrics), wall and CPU:
         # what tools/bench reports at step level.
         self.record_seconds = 0.0
@@ -179,6 +181,7 @@ class Recorder:
             self._attach(capi.Native(**self._native_options))
         else:
             self.level, self.replaying = capi.LEVELS[level], True
+        self._warn_if_unreplayable(replay_argv, launcher)
 
     # ---- what a subclass gives (dtrace_torch: PyTorch's) --------------------------
     def _check_state(self) -> None:
@@ -311,6 +314,13 @@ class Recorder:
             if self.checkpoint_dir and (following == stop or (
                     self.checkpoint_every and following % self.checkpoint_every == 0 and following < total)):
                 self._save(following)
+        if end > start and not self._steps_entered:
+            # Records outside a step are dropped on purpose (an evaluation loop),
+            # so a loop that never entered rec.step() wrote a log of no steps
+            # and no error: say it here, not at `dtrace diff`'s "no steps".
+            warnings.warn(f"dtrace: steps() yielded steps {start}-{end - 1}, but no `with rec.step(step):` "
+                          f"ran: nothing was recorded (records outside a step are dropped)", RuntimeWarning,
+                          stacklevel=2)
         if stop is not None:
             self._exit()
         self.close()
@@ -367,6 +377,7 @@ class Recorder:
             yield self
             return
         started = time.perf_counter()
+        self._steps_entered += 1
         self.current_step = number
         self._step_begins()
         self.native.begin_step(number)
@@ -430,8 +441,9 @@ class Recorder:
         self.sink.set_scope(previous)
 
     def batch(self, value: Any) -> None:
-        """What the step consumed: the arrays in `value` (an array, or tuples,
-        lists and dicts of them), as step-level `in` records of op "batch" named
+        """What the step consumed: the arrays and numbers in `value` (an array, a
+        number, or tuples, lists and dicts of them; anything else by its repr's
+        bytes, as state), as step-level `in` records of op "batch" named
         batch, batch.0, batch.<key>, ... Each call inside a step is one more
         occurrence (a micro-batch). A first difference there is the data, not a
         kernel (dtrace(1), bisect, verdict data)."""
@@ -441,7 +453,10 @@ class Recorder:
         self.sink.set_scope(previous)
 
     def _flatten(self, prefix: str, value: Any) -> List[Tuple[str, Any]]:
-        return flatten(prefix, value)
+        # The batch's leaves as the state's: a pure-Python program's batch is
+        # lists of numbers (token ids, labels), which flatten() would drop, so
+        # two runs fed different data compared equal.
+        return list(state_values(prefix, value))
 
     def close(self) -> None:
         """Closes the log (complete). steps() closes it after the last step."""
@@ -478,7 +493,7 @@ class Recorder:
         # several processes). A command line, split as a shell would; its first
         # word a path or a program on PATH. The rank's own command follows it as
         # `python script args`.
-        words = shlex.split(launcher if launcher is not None else os.environ.get(self.LAUNCHER_VARIABLE) or "")
+        words = shlex.split(self._launcher_line(launcher))
         if words:
             first = words[0]
             if os.sep in first or os.path.isfile(first):
@@ -488,14 +503,33 @@ class Recorder:
             argv = [first] + words[1:] + argv
         return [shutil.which("env") or "/usr/bin/env"] + pinned + argv if pinned else argv
 
+    def _launcher_line(self, launcher: Optional[str]) -> str:
+        """The launcher's command line: `launcher=`, else the launcher variable."""
+        return launcher if launcher is not None else os.environ.get(self.LAUNCHER_VARIABLE) or ""
+
+    def _warn_if_unreplayable(self, replay_argv: Optional[Sequence[str]], launcher: Optional[str]) -> None:
+        """A rank of several processes whose replay command names no launcher
+        would be replayed alone, without its rank: bisect's replays then fail
+        far from the cause (no checkpoint found), so say it when recording."""
+        if self.world_size > 1 and replay_argv is None and not self._launcher_line(launcher).strip() \
+                and not self.replaying:
+            warnings.warn(f"dtrace: rank {self.rank} of {self.world_size}, but no launcher is named "
+                          f"({self.LAUNCHER_VARIABLE} or launcher=): this run's replay command restarts this "
+                          f"process alone, without its rank, so dtrace bisect cannot replay the job; set "
+                          f"{self.LAUNCHER_VARIABLE} to the launcher's command line", RuntimeWarning, stacklevel=3)
+
     def _restore_nearest(self, step: int) -> int:
         if not self.checkpoint_dir:
             raise CheckpointError(f"DTRACE_REPLAY_STEP={step}: this run has no checkpoint_dir to restore from")
         found = checkpoints.nearest(self.checkpoint_dir, step, self.CHECKPOINT_SUFFIX)
         if found is None:
+            ranks = checkpoints.rank_directories(self.checkpoint_dir) if self.world_size == 1 else []
+            why = (f"; it holds {', '.join(ranks)}, a job of several processes' checkpoints, and this replay runs "
+                   f"one process without a rank: the run was recorded with no launcher in its replay command "
+                   f"(set {self.LAUNCHER_VARIABLE} to the launcher's command line when recording)") if ranks else ""
             raise CheckpointError(f"DTRACE_REPLAY_STEP={step}: no checkpoint at or before step {step} in "
                                   f"{self.checkpoint_dir} (it has: "
-                                  f"{checkpoints.steps_in(self.checkpoint_dir, self.CHECKPOINT_SUFFIX) or 'none'})")
+                                  f"{checkpoints.steps_in(self.checkpoint_dir, self.CHECKPOINT_SUFFIX) or 'none'}){why}")
         self._restore(found)
         return found
 

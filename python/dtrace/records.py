@@ -21,7 +21,7 @@ def number_view(value: Any) -> ArrayView:
     if isinstance(value, bool):
         cell, dtype = ctypes.c_bool(value), "bool"
     elif isinstance(value, int):
-        if not -(1 << 63) <= value < (1 << 63):
+        if not fits_int64(value):
             raise RecorderError(f"{value}: an integer outside int64 cannot be recorded as i64")
         cell, dtype = ctypes.c_int64(value), "i64"
     else:
@@ -31,6 +31,18 @@ def number_view(value: Any) -> ArrayView:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float))
+
+
+def fits_int64(value: int) -> bool:
+    return -(1 << 63) <= value < (1 << 63)
+
+
+class Repr(bytes):
+    """A state leaf that is neither an array nor a number a record holds (a
+    string, an object, an integer wider than int64 such as a NumPy Generator's
+    128-bit state): its repr's bytes, recorded as u8 so a change still shows.
+    Its length is the value's, not a shape the state keeps: a checkpoint's
+    signature leaves it out (a string that grows is still the same state)."""
 
 
 class Sink:
@@ -99,7 +111,7 @@ class Sink:
         if not self.active or not items or not self.native.wants(level):
             return
         capture = self.native.captures()
-        views = [self.view(v) for _, v in items]
+        views = [self._view_of(op, name, v) for name, v in items]
         digests = self.device_digests(views) if any(v.device is not None for v in views) else None
         for i, ((name, value), view) in enumerate(zip(items, views)):
             digest = digests[i] if digests is not None else None
@@ -113,6 +125,15 @@ class Sink:
                 self.native.tensor(level, op, io, name, view.dtype, view.shape,
                                    view.address if view.nbytes else 0, view.nbytes)
             self.tensors += 1
+
+    def _view_of(self, op: str, name: str, value: Any) -> ArrayView:
+        """view(), with a refusal naming the record: one call records many."""
+        try:
+            return self.view(value)
+        except (TypeError, ValueError) as e:
+            if type(e) not in (TypeError, ValueError):  # a subclass may need other arguments
+                raise
+            raise type(e)(f"{op} record {name!r}: {e}") from e
 
     def scalar(self, level: int, op: str, io: int, name: str, value: Any) -> None:
         """A Python number or a one-element array, by its exact bits: floats as
@@ -161,9 +182,9 @@ def flatten(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = arrays.is_
 
 def state_values(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = arrays.is_array) -> Iterable[Tuple[str, Any]]:
     """A state_dict's leaves: arrays, numbers, and everything else as its repr's
-    bytes (u8, so a changed non-numeric field still shows), named by their path."""
+    bytes (u8, so a changed non-numeric field still shows: Repr), named by their path."""
     if is_number(value):
-        yield prefix, value
+        yield prefix, value if isinstance(value, (bool, float)) or fits_int64(value) else Repr(repr(value).encode())
     elif isinstance(value, dict):
         for k, v in value.items():
             yield from state_values(f"{prefix}.{k}" if prefix else str(k), v, is_leaf)
@@ -175,4 +196,4 @@ def state_values(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = array
     elif is_leaf(value):
         yield prefix, value
     else:
-        yield prefix, repr(value).encode()
+        yield prefix, Repr(repr(value).encode())
