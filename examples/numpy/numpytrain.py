@@ -16,7 +16,9 @@ terms in an order drawn from a generator keyed by (--chaos-seed, step,
 repetition), as atomics would. Two runs with different seeds diverge there,
 and `dtrace bisect --trust` names that op; its repetitions differ, so confirm
 calls it nondeterministic. DTRACE_DETERMINISTIC=0 turns it on too, =1 off.
---planted-rank R plants it in rank R only.
+--planted-rank R plants it in rank R only. The seeds are in the header's
+config, as every switch that changes what a run computes should be: two runs
+with different seeds are two configurations, which bisect compares as such.
 
 Several processes: each rank trains its own shard (the ranks do not
 communicate); examples/numpy/launch.py starts them with RANK and WORLD_SIZE,
@@ -195,7 +197,8 @@ def main() -> int:
     rec = dtrace.Recorder({"param": m.params}, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
                           checkpoint_every=args.checkpoint_every, level=args.level,
                           config={"model": "mlp", "din": DIN, "hid": HID, "dout": DOUT, "batch": BATCH,
-                                  "planted": args.planted, "planted_rank": args.planted_rank},
+                                  "planted": args.planted, "planted_rank": args.planted_rank,
+                                  "chaos_seed": args.chaos_seed, "data_seed": args.data_seed},
                           isolate=isolate(m))
     planted = args.planted and (args.planted_rank is None or args.planted_rank == rec.rank)
     m.planted = planted if rec.deterministic is None else not rec.deterministic

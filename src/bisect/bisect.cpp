@@ -43,11 +43,20 @@ Result<bool> choose_step(const Options& options, Report& rep) {
   }
   rep.step = *options.step;
   rep.rank = 0;
-  // The rank diff names at that step: its origin, else the lowest rank.
+  // The rank diff names at that step: of the ranks that first diverge there,
+  // the origin, else the lowest; when none does, a rank already diverged
+  // before it (the earliest, then the lowest): its records differ at the step
+  // too, so the restore check there says the runs diverged earlier. Rank 0,
+  // which may not differ at all, would only show the replays' difference on
+  // another rank after the restore check had passed on it.
   const diff::Mismatch* best = nullptr;
   for (const auto& m : d->ranks) {
     if (m.step != rep.step) continue;
     if (best == nullptr || (m.role == diff::Role::origin && best->role != diff::Role::origin)) best = &m;
+  }
+  for (const auto& m : d->ranks) {
+    if (best != nullptr && best->step == rep.step) break;
+    if (m.step < rep.step && (best == nullptr || m.step < best->step)) best = &m;
   }
   if (best != nullptr) rep.rank = best->rank;
   return true;

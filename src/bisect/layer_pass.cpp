@@ -3,6 +3,7 @@
 // against each other (the restore check); then the first layer whose inputs
 // match and whose outputs differ is the suspect.
 #include <algorithm>
+#include <filesystem>
 
 #include "bisect/session.hpp"
 #include "diff/align.hpp"
@@ -103,6 +104,47 @@ std::string per_process_reading(const Outcomes& o, std::int64_t step) {
          " neither; the divergence did not reproduce between replays";
 }
 
+// The restore check of attempt 0's replays (layer-A-0, layer-B-0) again, on
+// the rank now followed: that rank's recorded step is loaded, each replay
+// checked against its run, and the runs against each other. True when that
+// settles the verdict: a replay that does not restore its run's state
+// (restore), or runs whose states at the step differ because they diverged
+// earlier (diverged-earlier, even where A and B share one configuration: the
+// layer pass has already replayed B, and bisecting the earlier step is the
+// answer that holds either way).
+Result<bool> recheck_restore(Session& s) {
+  Report& rep = s.report;
+  for (Side* side : {&s.a, &s.b}) {
+    auto loaded = load_step(side->run, rep.rank, rep.step);
+    if (!loaded) return loaded.error();
+    side->recorded = std::move(*loaded);
+  }
+  for (auto [side, out] : {std::pair{&s.a, s.path("layer-A-0")}, std::pair{&s.b, s.path("layer-B-0")}}) {
+    if (!std::filesystem::exists(out)) continue;  // B not replayed: A repeated from the start
+    auto ok = restore_matches_run(s, *side, out);
+    if (!ok) return ok.error();
+    if (!*ok) {
+      s.note("restore", rep.reached);
+      return true;
+    }
+  }
+  const bool repeating = s.repeat_a;
+  auto earlier = runs_diverged_earlier(s);
+  if (!earlier) return earlier.error();
+  if (*earlier) return true;
+  if (s.repeat_a && !repeating && rep.earlier) {
+    // Not localized by repetition here: the note that said it would be goes.
+    s.repeat_a = false;
+    if (!rep.notes.empty()) rep.notes.pop_back();
+    rep.verdict = Verdict::diverged_earlier;
+    rep.reached = "restore check on rank " + n(rep.rank) + ", where the replays differ: each replay matches its "
+                  "own run, but the runs' records first differ at step " + n(rep.earlier->step) + ", before step " +
+                  n(rep.step) + "; bisect step " + n(rep.earlier->step) + " instead";
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::optional<Suspect>> layer_pass(Session& s) {
@@ -115,6 +157,7 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       s.a.recorded && s.b.recorded && diff::compare_step(s.a.recorded->step, s.b.recorded->step).first;
   Outcomes outcomes;
   bool agreed_while_runs_differ = false;
+  std::int32_t checked_rank = rep.rank;  // the rank the restore check ran on
   std::string first_replay;  // the first replay of A: later attempts are compared with it too
   int attempt = 0;
   bool fresh_noted = false;
@@ -244,6 +287,16 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       rep.notes.push_back("rank " + n(rep.rank) + " did not diverge in the replays; following rank " +
                           n(m->rank) + ", which did");
       rep.rank = m->rank;
+    }
+    if (rep.rank != checked_rank) {
+      // The restore check ran on the rank first followed; the replays differ
+      // on this one, so it runs again here before their difference means
+      // anything (a state record that differs because the runs diverged
+      // before the step is not a restore that missed state).
+      auto settled = recheck_restore(s);
+      if (!settled) return settled.error();
+      checked_rank = rep.rank;
+      if (*settled) return std::optional<Suspect>{};
     }
     if (m->io == "state") {
       rep.verdict = Verdict::restore;

@@ -5,7 +5,8 @@
 # reduction diverge at its layer, and `dtrace bisect --trust` names the planted
 # kernel with the confirm stage's evidence, at one process and at three
 # processes started by a plain launcher (examples/numpy/launch.py, named in
-# DTRACE_PYTHON_LAUNCHER) with the plant on rank 1 only; a replay of one step
+# DTRACE_PYTHON_LAUNCHER) with the plant on rank 1 only, and at a later step
+# diverged-earlier on rank 1 whichever rank is asked for; a replay of one step
 # restores its checkpoint and records what the run recorded; `dtrace verify`
 # certifies the workload's resume. In suite 'launches' too (every bisect with
 # --launches, replays-lib.sh).
@@ -85,6 +86,28 @@ run_dtrace 0 bisect --trust --json e f
 bisected 1
 json_is ranks_replayed '[0, 1, 2]'
 err_has "launch.py 3"
+# Asked for a later step, bisect follows rank 1, the one diverged since step
+# 0, and says the runs diverged earlier (their configurations differ: no
+# replay of step 2 compares like with like). Rank 0, which never diverged,
+# was followed before, and the replays' state difference on rank 1 was then
+# called a restore that missed state; asked for rank 0 by name, the same
+# answer comes from the restore check run again on rank 1.
+for rank in "" "--rank 0"; do
+  # shellcheck disable=SC2086
+  run_dtrace 1 bisect --trust --json --step 2 $rank e f
+  json_is verdict '"diverged-earlier"'
+  json_is rank 1
+  json_is earlier.step 0
+  json_is earlier.rank 1
+  json_is state null
+  # Without --rank, rank 1 is followed from the start (dtrace(1): the rank
+  # diff names there); asked for rank 0, the replays lead to rank 1.
+  if [ -z "$rank" ]; then
+    json_true 'not any("following rank" in n for n in d["notes"])'
+  else
+    json_true 'any("rank 0 did not diverge in the replays; following rank 1" in n for n in d["notes"])'
+  fi
+done
 
 # docs/python.md's example, as printed there: two runs are identical, and a
 # replay of its step 1 records what the run did there.
