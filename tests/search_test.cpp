@@ -260,6 +260,13 @@ TEST_CASE("search and stream agree on the minitrain runs, which the recorder cha
     REQUIRE(both.search.ok());
     CHECK(both.search->searched);
     CHECK(has_note(*both.search, "searched by chained step digests"));
+    // Chains vouch only for the steps before a rank's first difference: a
+    // diverged pair's note must not call the later steps equal.
+    const bool diverged = both.search->first.has_value();
+    CHECK(diverged == (std::string(pair) != "same"));
+    CHECK(has_note(*both.search, "the others known equal by their chains") == !diverged);
+    CHECK(has_note(*both.search, "the steps before each rank's first difference known equal by their chains, "
+                                 "those after it not read") == diverged);
   }
 }
 

@@ -644,7 +644,12 @@ SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, co
   report.notes.push_back("searched by chained step digests (dtrace-fp(5)): " + std::to_string(results.size()) +
                          (results.size() == 1 ? " rank, " : " ranks, ") + std::to_string(steps_read) +
                          (steps_read == 1 ? " step" : " steps") +
-                         " read record by record, the others known equal by their chains; "
+                         " read record by record, " +
+                         // A rank's chains differ from its first difference on:
+                         // only the steps before it are vouched for, not the rest.
+                         (report.first ? std::string("the steps before each rank's first difference known equal by "
+                                                     "their chains, those after it not read; ")
+                                       : std::string("the others known equal by their chains; ")) +
                          "`dtrace check` verifies every chain, `dtrace diff --stream` reads every record");
   outcome.report = std::move(report);
   return outcome;

@@ -103,7 +103,10 @@ std::string diff_to_text(const diff::Report& r) {
  if (r.diverged()) o << "compared: ";
   o << "steps " << r.compared.first_step << "-" << r.compared.last_step << " (" << r.compared.steps
     << (r.compared.steps == 1 ? " step" : " steps") << ") on " << r.compared.ranks << (r.compared.ranks == 1 ? " rank, " : " ranks, ")
-    << r.compared.records << (r.searched ? " records read (the other steps known equal by their chains)\n" : " records\n");
+    << r.compared.records
+    << (!r.searched ? " records\n"
+        : r.diverged() ? " records read (the steps before each rank's first difference known equal by their chains)\n"
+                       : " records read (the other steps known equal by their chains)\n");
   if (!r.header_differences.empty()) {
     o << "header differences:\n";
     for (const auto& d : r.header_differences) {

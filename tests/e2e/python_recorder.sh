@@ -45,6 +45,8 @@ nt --run-dir b --checkpoint-dir cb --steps 3 --level layer
 run_dtrace 0 check a
 run_dtrace 0 diff --json a b
 json_is verdict '"identical"'
+run_dtrace 0 diff a b
+out_has "(the other steps known equal by their chains)"
 [ -f ca/step-0.pkl ] && [ -f ca/step-2.pkl ] || fail "no checkpoints in ca: $(ls ca)"
 
 # A replay of step 2 restores its checkpoint and records what the run did there.
@@ -82,6 +84,10 @@ done
 run_dtrace 0 check e
 run_dtrace 1 diff --json e f
 json_is first.rank 1
+# Rank 1's steps after its first difference are not vouched for by its chains.
+run_dtrace 1 diff e f
+out_has "(the steps before each rank's first difference known equal by their chains)"
+out_lacks "the other steps known equal"
 run_dtrace 0 bisect --trust --json e f
 bisected 1
 json_is ranks_replayed '[0, 1, 2]'
