@@ -192,6 +192,29 @@ TEST_CASE("runner names the rank that wrote its failure before the launcher kill
   CHECK(answer == 0);
 }
 
+TEST_CASE("runner says whose stderr the command's is: the rank's own when the command is the rank's process") {
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "";
+  // One process that is rank 0 itself (its status names its own pid), as a
+  // Python or C workload without a launcher is: the command's stderr is the
+  // rank's, not a launcher's.
+  const std::string alone = "echo \"running $$\" >" + d + "rank0.status; echo boom >&2; exit 3";
+  auto outcome = run(Command{{"/bin/sh", "-c", alone}, {}, "", 60, d});
+  REQUIRE(outcome.ok());
+  REQUIRE(outcome->faults.size() == 1);
+  CHECK(outcome->faults.front().pid == outcome->pid);
+  CHECK(outcome->command_stderr_label() == "rank 0's stderr (the replay command's own)");
+  // A launcher that starts the rank as another process: the command's stderr is the launcher's.
+  dtrace::test::TempDir dir2;
+  const std::string d2 = dir2 / "";
+  const std::string launcher = "sh -c 'echo \"running $$\" >" + d2 + "rank0.status; exit 3'; exit 3";
+  auto launched = run(Command{{"/bin/sh", "-c", launcher}, {}, "", 60, d2});
+  REQUIRE(launched.ok());
+  REQUIRE(launched->faults.size() == 1);
+  CHECK(launched->faults.front().pid != launched->pid);
+  CHECK(launched->command_stderr_label() == "the launcher's stderr");
+}
+
 TEST_CASE("runner orders a written exit by the file's mtime when its TIME is not nanoseconds of the clock") {
   dtrace::test::TempDir dir;
   const std::string d = dir / "";

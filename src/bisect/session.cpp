@@ -167,7 +167,7 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
     }
     if (!outcome->faults.empty() && outcome->faults.front().stderr_tail.empty()) {
       if (const std::string said = last_lines(outcome->stderr_tail, 10); !said.empty()) {
-        message += "; the launcher's stderr ends with:\n" + said;
+        message += "; " + outcome->command_stderr_label() + " ends with:\n" + said;
       }
     }
     return Error{message};

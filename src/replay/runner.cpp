@@ -574,6 +574,13 @@ std::string Outcome::relevant_stderr_label() const {
   return faults.empty() ? "its stderr" : faults.front().stderr_label();
 }
 
+std::string Outcome::command_stderr_label() const {
+  if (!faults.empty() && pid > 0 && faults.front().pid == pid) {
+    return "rank " + std::to_string(faults.front().rank) + "'s stderr (the replay command's own)";
+  }
+  return "the launcher's stderr";
+}
+
 std::string Outcome::describe() const {
   if (!faults.empty()) {
     std::vector<const RankFault*> named, others;
@@ -798,6 +805,7 @@ class Launch {
     if (err_fd_ >= 0) ::close(err_fd_);
     err_fd_ = -1;
     outcome.seconds = seconds();
+    outcome.pid = pid_;
     if (!outcome.timed_out) {  // after a rank failed: how the launcher ended when we killed it
       if (WIFEXITED(status_)) outcome.exit_code = WEXITSTATUS(status_);
       if (WIFSIGNALED(status_)) outcome.signal = WTERMSIG(status_);

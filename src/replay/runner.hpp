@@ -64,6 +64,7 @@ struct Outcome {
   bool unanswered = false;
   double seconds = 0;
   std::string stderr_tail;  // the last few KiB it wrote to stderr
+  long pid = 0;             // the replay command's process
   // Ranks that failed (the first is the one that failed first; dtrace stopped
   // the replay then) or, after a timeout, that were still running (the hung
   // ones first). Empty for a workload that writes no status files.
@@ -77,6 +78,10 @@ struct Outcome {
   const std::string& relevant_stderr() const;
   // Whose relevant_stderr() it is: "rank 1's stderr" or "its stderr".
   std::string relevant_stderr_label() const;
+  // Whose stderr_tail is: "the launcher's stderr", or, when the replay command
+  // is itself the first faulty rank's process (a job of one process, no
+  // launcher), "rank 0's stderr (the replay command's own)".
+  std::string command_stderr_label() const;
 };
 
 // An Error only when the command could not be started at all, or when dtrace

@@ -111,7 +111,7 @@ Result<Arm> run_arm(const ArmPlan& plan, double timeout_s) {
     } else if (!outcome->faults.empty()) {
       message += ": " + outcome->relevant_stderr_label();
       if (const std::string launcher = last_line(outcome->stderr_tail); !launcher.empty()) {
-        message += "; the launcher's stderr ends with: " + launcher;
+        message += "; " + outcome->command_stderr_label() + " ends with: " + launcher;
       }
     }
     return Error{message};
