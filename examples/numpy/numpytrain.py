@@ -29,7 +29,7 @@ and DTRACE_PYTHON_LAUNCHER names it for the replays:
 
 Usage: numpytrain.py --run-dir DIR [--checkpoint-dir DIR] [--steps N]
          [--checkpoint-every K] [--level step|layer|kernel] [--planted]
-         [--planted-rank R] [--chaos-seed S] [--data-seed S]
+         [--planted-rank R] [--chaos-seed S] [--data-seed S] [--no-isolate]
 Exit 0 done, 2 trouble (a message on stderr)."""
 import argparse
 import sys
@@ -189,6 +189,8 @@ def main() -> int:
     p.add_argument("--planted-rank", type=int)
     p.add_argument("--chaos-seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=7)
+    p.add_argument("--no-isolate", action="store_true",
+                   help="pass no isolate=: a program that cannot re-run a layer alone, as bisect sees it")
     args = p.parse_args()
     if args.steps < 0 or args.checkpoint_every < 0:
         p.error("--steps and --checkpoint-every take numbers >= 0")
@@ -199,7 +201,7 @@ def main() -> int:
                           config={"model": "mlp", "din": DIN, "hid": HID, "dout": DOUT, "batch": BATCH,
                                   "planted": args.planted, "planted_rank": args.planted_rank,
                                   "chaos_seed": args.chaos_seed, "data_seed": args.data_seed},
-                          isolate=isolate(m))
+                          isolate=None if args.no_isolate else isolate(m))
     planted = args.planted and (args.planted_rank is None or args.planted_rank == rec.rank)
     m.planted = planted if rec.deterministic is None else not rec.deterministic
     for step in rec.steps(args.steps):

@@ -85,7 +85,12 @@ Result<Report> run(const Options& options, const Progress& progress, const Stage
   if (!*layer) return rep;
   session.note("layer", "suspect layer: " + (*layer)->scope + " (inputs match, outputs differ)");
   auto kernel = kernel_pass(session, **layer);
-  if (!kernel) return kernel.error();
+  if (!kernel) {
+    // What was localized before the failure is not lost with it: the layer
+    // stands (its replays ran and were read), only the kernel is not named.
+    return Error{"the layer pass localized step " + n(rep.step) + ", rank " + n(rep.rank) + " to layer " +
+                 (*layer)->scope + " (its inputs match, its outputs differ); then " + kernel.error().message};
+  }
   if (!*kernel) return rep;
   rep.verdict = Verdict::named;
   rep.op = (*kernel)->op;

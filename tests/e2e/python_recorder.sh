@@ -73,6 +73,15 @@ json_is first.role '"origin"'
 run_dtrace 0 bisect --trust --json
 bisected 0
 
+# A program that passes no isolate=: bisect stops at the kernel stage (exit 2)
+# with the workload's own word for why, and says which layer it had localized.
+nt --run-dir g --checkpoint-dir cg --steps 1 --level layer --planted --chaos-seed 1 --no-isolate
+nt --run-dir h --checkpoint-dir ch --steps 1 --level layer --planted --chaos-seed 2 --no-isolate
+run_dtrace 2 bisect --trust g h
+grep "^dtrace: error: " "$ERR" | grep -qF "the layer pass localized step 0, rank 0 to layer fwd/layer.1 (its inputs match, its outputs differ); then replay of run A (kernel) failed" ||
+  fail "the error does not name the layer localized before the failure"
+err_has "this program cannot re-run a layer or op alone (it passed no isolate= to dtrace.Recorder)"
+
 # Three processes through a plain launcher, the plant on rank 1 only.
 for r in e f; do
   seed=$([ $r = e ] && echo 1 || echo 2)
