@@ -3,7 +3,6 @@
 // against each other (the restore check); then the first layer whose inputs
 // match and whose outputs differ is the suspect.
 #include <algorithm>
-#include <filesystem>
 
 #include "bisect/session.hpp"
 #include "diff/align.hpp"
@@ -104,45 +103,37 @@ std::string per_process_reading(const Outcomes& o, std::int64_t step) {
          " neither; the divergence did not reproduce between replays";
 }
 
-// The restore check of attempt 0's replays (layer-A-0, layer-B-0) again, on
-// the rank now followed: that rank's recorded step is loaded, each replay
-// checked against its run, and the runs against each other. True when that
-// settles the verdict: a replay that does not restore its run's state
-// (restore), or runs whose states at the step differ because they diverged
-// earlier (diverged-earlier, even where A and B share one configuration: the
-// layer pass has already replayed B, and bisecting the earlier step is the
-// answer that holds either way).
-Result<bool> recheck_restore(Session& s) {
-  Report& rep = s.report;
-  for (Side* side : {&s.a, &s.b}) {
-    auto loaded = load_step(side->run, rep.rank, rep.step);
-    if (!loaded) return loaded.error();
-    side->recorded = std::move(*loaded);
-  }
-  for (auto [side, out] : {std::pair{&s.a, s.path("layer-A-0")}, std::pair{&s.b, s.path("layer-B-0")}}) {
-    if (!std::filesystem::exists(out)) continue;  // B not replayed: A repeated from the start
+// The restore check's case (a) on the followed rank: does each replay
+// (attempt 0's, of A and of B) start from the state its run recorded? False
+// when one does not, the verdict then set (restore, or fast-forward).
+Result<bool> replays_restore_their_runs(Session& s, const std::string& out_a, const std::string& out_b) {
+  for (auto [side, out] : {std::pair{&s.a, out_a}, std::pair{&s.b, out_b}}) {
     auto ok = restore_matches_run(s, *side, out);
     if (!ok) return ok.error();
     if (!*ok) {
-      s.note("restore", rep.reached);
-      return true;
+      s.note("restore", s.report.reached);
+      return false;
     }
   }
-  const bool repeating = s.repeat_a;
-  auto earlier = runs_diverged_earlier(s);
-  if (!earlier) return earlier.error();
-  if (*earlier) return true;
-  if (s.repeat_a && !repeating && rep.earlier) {
-    // Not localized by repetition here: the note that said it would be goes.
-    s.repeat_a = false;
-    if (!rep.notes.empty()) rep.notes.pop_back();
-    rep.verdict = Verdict::diverged_earlier;
-    rep.reached = "restore check on rank " + n(rep.rank) + ", where the replays differ: each replay matches its "
-                  "own run, but the runs' records first differ at step " + n(rep.earlier->step) + ", before step " +
-                  n(rep.step) + "; bisect step " + n(rep.earlier->step) + " instead";
-    return true;
+  return true;
+}
+
+// The restore check again, on the rank now followed (the replays differ on
+// another rank than the one it ran on): that rank's recorded step is loaded,
+// attempt 0's replays checked against their runs, and the runs against each
+// other. True when that settles the verdict: restore, or diverged-earlier
+// even where A and B share one configuration (the pass has replayed B
+// already; bisecting the earlier step is the answer that holds either way).
+Result<bool> recheck_restore(Session& s) {
+  for (Side* side : {&s.a, &s.b}) {
+    auto loaded = load_step(side->run, s.report.rank, s.report.step);
+    if (!loaded) return loaded.error();
+    side->recorded = std::move(*loaded);
   }
-  return false;
+  auto restored = replays_restore_their_runs(s, s.path("layer-A-0"), s.path("layer-B-0"));
+  if (!restored) return restored.error();
+  if (!*restored) return true;
+  return runs_diverged_earlier(s, /*may_repeat_a=*/false);
 }
 
 }  // namespace
@@ -193,14 +184,9 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       if (auto reader = log::RunReader::open(out_a); reader && rep.ranks_replayed.empty()) {
         for (std::int32_t r = 0; r < (*reader)->header().world_size; ++r) rep.ranks_replayed.push_back(r);
       }
-      for (auto [side, out] : {std::pair{&s.a, out_a}, std::pair{&s.b, out_b}}) {
-        auto ok = restore_matches_run(s, *side, out);
-        if (!ok) return ok.error();
-        if (!*ok) {
-          s.note("restore", rep.reached);
-          return std::optional<Suspect>{};
-        }
-      }
+      auto restored = replays_restore_their_runs(s, out_a, out_b);
+      if (!restored) return restored.error();
+      if (!*restored) return std::optional<Suspect>{};
       auto earlier = runs_diverged_earlier(s);
       if (!earlier) return earlier.error();
       if (*earlier) return std::optional<Suspect>{};

@@ -50,7 +50,7 @@ std::string record_key(const log::Record& r, int occurrence) {
 
 }  // namespace
 
-Result<bool> runs_diverged_earlier(Session& s) {
+Result<bool> runs_diverged_earlier(Session& s, bool may_repeat_a) {
   Report& rep = s.report;
   if (!s.a.recorded || !s.b.recorded) return false;  // one run lacks the step: nothing to compare
   auto state = first_state_difference(s.a.recorded->step, s.b.recorded->step);
@@ -86,6 +86,14 @@ Result<bool> runs_diverged_earlier(Session& s) {
     rep.reached = "restore check: each replay matches its own run, but the runs' states at step " + step +
                   " differ (" + state->text() + ") and A and B differ in configuration: "
                   "no replay of step " + step + " compares like with like; bisect step " +
+                  std::to_string(m.step) + " instead";
+    return true;
+  }
+  if (!may_repeat_a) {
+    rep.verdict = Verdict::diverged_earlier;
+    rep.reached = "restore check on rank " + std::to_string(rep.rank) + ", where the replays differ: each replay "
+                  "matches its own run, but the runs' states at step " + step + " differ (" + state->text() +
+                  ") and their records first differ at step " + std::to_string(m.step) + "; bisect step " +
                   std::to_string(m.step) + " instead";
     return true;
   }

@@ -175,8 +175,10 @@ Result<CapturedCall> captured_call(const std::string& dir, std::int32_t rank, st
 // when the runs' recorded states at the step differ, the runs diverged
 // earlier. Sets report.earlier from the logs; returns true when that settles
 // the verdict (diverged-earlier; restore when no earlier step differs), and
-// with a shared configuration sets session.repeat_a instead.
-Result<bool> runs_diverged_earlier(Session& session);
+// with a shared configuration sets session.repeat_a instead, where
+// `may_repeat_a` (false once the layer pass has replayed both sides and
+// follows another rank: diverged-earlier then, whatever the configuration).
+Result<bool> runs_diverged_earlier(Session& session, bool may_repeat_a = true);
 
 // Does `replay` reproduce what a run recorded at the step? Compared over the
 // records both hold, by identity (the replay may be finer), timings aside;
