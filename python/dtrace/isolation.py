@@ -80,7 +80,9 @@ class Isolation:
 
     def read(self, name: str, **identity: Any) -> bytes:
         """The captured record's bytes (for np.frombuffer, array.frombytes)."""
-        record = self.find(name, **identity)
+        return self._bytes(self.find(name, **identity))
+
+    def _bytes(self, record: Captured) -> bytes:
         out = bytearray(record.bytes)
         if record.bytes:
             view = arrays.describe(out)
@@ -96,7 +98,7 @@ class Isolation:
             raise CaptureError(f"{record.file}: captured '{name}' of {record.scope} {record.op} is "
                                f"{record.dtype}{list(record.shape)}, the target is {view.dtype}{list(view.shape)}")
         try:
-            arrays.read_into(target, self.read(name, **identity))
+            arrays.read_into(target, self._bytes(record))
         except (TypeError, ValueError) as e:
             raise CaptureError(f"captured '{name}': {e}") from e
         return target
