@@ -88,6 +88,10 @@ std::uint32_t loss_bits(int outcome) { return 0x3f800000u + static_cast<std::uin
 struct Workload {
   // The state each side's replay restores (the runs record theirs separately).
   std::map<char, std::uint64_t> restored = {{'A', 0x5a}, {'B', 0x5a}};
+  // What the whole-step replay of this number (counted over both sides, as
+  // step_outcome's `call`) restores instead: a workload whose later replays
+  // (a session's later requests) start from other state than its first.
+  std::map<int, std::uint64_t> restored_on_call;
   // Outcome of a whole-step replay (layer and capture stages); `call` counts
   // the whole-step replays before it, of both sides.
   std::function<int(char side, int call)> step_outcome = [](char side, int) { return side == 'A' ? 0 : 1; };
@@ -169,8 +173,11 @@ struct Workload {
         append_step(log, rep, lines);
       }
     } else {
-      const int outcome = step_outcome(side, step_calls++);
-      std::vector<Line> lines = {{"opt", "adamw", "state", "w", restored.at(side)}};
+      const int call = step_calls++;
+      const int outcome = step_outcome(side, call);
+      const std::uint64_t state =
+          restored_on_call.count(call) ? restored_on_call.at(call) : restored.at(side);
+      std::vector<Line> lines = {{"opt", "adamw", "state", "w", state}};
       const std::string level = v.at("DTRACE_LEVEL");
       if (level == "kernel") {
         // Inside DTRACE_SCOPE, the layer's records around its kernels; all
@@ -493,6 +500,61 @@ TEST_CASE("bisect's restore check: a replay that does not restore its run's stat
         "restore check: replaying run B at step 0 does not restore the state the run recorded: opt adamw w");
   CHECK(!r.earlier);
   CHECK(b.stages(r) == std::vector<std::string>{"layer A", "layer B"});
+}
+
+TEST_CASE("bisect holds every later step replay to the run's state, by value", "[bisect]") {
+  // Replays 0 and 1 (layer A, layer B) pass the restore check; then the
+  // capture replay of one side restores other values than its run recorded
+  // (and than its own first replay): a kernel named from it would rest on a
+  // replay that did not start where the run started.
+  for (const auto& [call, side] : {std::pair{2, 'A'}, std::pair{3, 'B'}}) {
+    DYNAMIC_SECTION("the capture replay of run " << side) {
+      Bisect b;
+      b.workload.restored_on_call[call] = 0x5b;
+      auto r = dtrace::bisect::run(b.options, {});
+      REQUIRE(!r);
+      const std::string& m = r.error().message;
+      INFO(m);
+      // The kernel stage's errors say what the layer pass had localized first.
+      CHECK(m.starts_with("the layer pass localized step 0, rank 0 to layer fwd/layer.0"));
+      CHECK(m.find(std::string("then replay of run ") + side + " (capture, launch " + std::to_string(call + 1) +
+                          "): it did not start step 0 from the state the run started it from: opt adamw w (rank 0) "
+                          "is 000000000000005b in this replay, 000000000000005a as run " + side + " recorded it. ") !=
+            std::string::npos);
+      CHECK(m.find(std::string("otherwise here than at launch ") + (side == 'A' ? "1" : "2") +
+                   " (the layer stage's), which the restore check held to the run") != std::string::npos);
+      // No stage went on from it.
+      CHECK(b.workload.calls.size() == static_cast<std::size_t>(call + 1));
+    }
+  }
+  SECTION("a later layer-pass attempt is held too") {
+    Bisect b;
+    b.workload.step_outcome = [](char, int) { return 0; };  // attempt 1's replays agree: attempt 2 replays again
+    b.workload.restored_on_call[2] = 0x5b;
+    auto r = dtrace::bisect::run(b.options, {});
+    REQUIRE(!r);
+    CHECK(r.error().message.starts_with("replay of run A (layer, launch 3): it did not start step 0"));
+  }
+  SECTION("a run without the step: later replays are held to the first one") {
+    // Run A resumed after step 0 (it holds step 1 only); its replays' state
+    // can only be held to its first replay's.
+    Bisect b;
+    b.options.step = 1;
+    write_run(b.dir, 'A', RunSteps{{0x5a}, {0}}, "{\"seed\":1}");
+    write_run(b.dir, 'B', RunSteps{{0x5a, 0x5a}, {0, 1}}, "{\"seed\":1}");
+    b.workload.restored_on_call[2] = 0x5b;
+    auto r = dtrace::bisect::run(b.options, {});
+    REQUIRE(!r);
+    INFO(r.error().message);
+    CHECK(r.error().message.find("000000000000005b in this replay, 000000000000005a as launch 1 (the layer "
+                                 "stage's) restored it. The workload restores step 1 otherwise here than at "
+                                 "launch 1 (the layer stage's); a replay") != std::string::npos);
+  }
+  SECTION("replays that restore what the run recorded go on to name the kernel") {
+    Bisect b;
+    b.workload.restored_on_call[2] = 0x5a;
+    CHECK(b.run().verdict == Verdict::named);
+  }
 }
 
 TEST_CASE("bisect's data check: what the step consumed", "[bisect]") {

@@ -195,6 +195,64 @@ Result<bool> fast_forward_departed(Session& s, const Side& side, const std::stri
   return true;
 }
 
+namespace {
+
+// The state record of `step` with the identity of `want` (scope, op, name and
+// occurrence among state records): the counterpart first_picked_difference
+// compared it with. Null when the step lacks it.
+const log::Record* state_counterpart(const log::Step& step, const log::Record& want, int occurrence) {
+  int seen = 0;
+  for (const log::Record& r : step.records) {
+    if (r.io == log::Io::state && r.scope == want.scope && r.op == want.op && r.name == want.name &&
+        seen++ == occurrence) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+bool is_state(const log::Record& r) { return r.io == log::Io::state; }
+
+}  // namespace
+
+Result<void> check_held_state(const Session& s, const Side& side, const std::string& who, const std::string& out,
+                              const std::string& first_out, const std::string& first_what) {
+  const Report& rep = s.report;
+  auto replayed = load_step(out, rep.rank, rep.step);
+  if (!replayed) return Error{who + " wrote a log dtrace cannot read: " + replayed.error().message};
+  if (!*replayed) return {};  // compliance names a missing step; nothing to hold to
+  auto first = load_step(first_out, rep.rank, rep.step);
+  if (!first) return first.error();
+  const std::string x(1, side.name), n = std::to_string(rep.step);
+  // The run's record is the reference where the run holds the step; the
+  // first replay's otherwise (a resumed run starts later), and besides: it
+  // may hold state records a coarser run did not write.
+  struct Reference {
+    const log::Step* step;
+    std::string name;
+  };
+  std::vector<Reference> references;
+  if (side.recorded) references.push_back({&side.recorded->step, "run " + x + " recorded"});
+  if (*first) references.push_back({&(*first)->step, first_what + " restored"});
+  for (const Reference& ref : references) {
+    const auto d = first_picked_difference((*replayed)->step, *ref.step, is_state);
+    if (!d) continue;
+    const log::Record& want = *d->record;
+    const log::Record* got = state_counterpart((*replayed)->step, want, d->occurrence);
+    const std::string record = std::string(want.scope) + " " + std::string(want.op) + " " + std::string(want.name);
+    const std::string value = got == nullptr ? "missing in this replay"
+                                             : got->digest.hex() + " in this replay, " + want.digest.hex() + " as " +
+                                                   ref.name + " it";
+    return Error{who + ": it did not start step " + n + " from the state the run started it from: " + record +
+                 " (rank " + std::to_string(rep.rank) + ") is " + value + ". The workload restores step " + n +
+                 " otherwise here than at " + first_what +
+                 (side.recorded ? ", which the restore check held to the run" : "") + "; a replay is "
+                 "evidence only when it starts where the run started, so bisect stops rather than name a kernel "
+                 "from it (man/dtrace.1, restore check)"};
+  }
+  return {};
+}
+
 void set_state(Report& report, const StateRecord& state) {
   report.state_scope = state.scope;
   report.state_op = state.op;

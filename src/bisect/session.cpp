@@ -175,8 +175,29 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   if (auto r = check_replay_log(stage, side, variables); !r) return r;
   auto complied = check_compliance("replay of run " + std::string(1, side.name) + " (" + stage + ")", side,
                                    report.rank, variables, target);
-  if (!complied) noncompliant_ = true;
-  return complied;
+  if (!complied) {
+    noncompliant_ = true;
+    return complied;
+  }
+  if (has("DTRACE_REPLAY_STEP") && !has("DTRACE_ISOLATE") && !command.rank_dir.empty()) {
+    // A request is named by its number in its session: that is what tells a
+    // session that carries state from one request into the next.
+    const std::string side_name(1, side.name);
+    const std::string which =
+        (record.request ? "request " + std::to_string(launched.requests) + " of run " + side_name + "'s session, " : "") +
+        "launch " + std::to_string(record.launch + 1);
+    auto first = first_step_replay_.find(side.name);
+    if (first == first_step_replay_.end()) {
+      first_step_replay_[side.name] = {command.rank_dir, which + " (the " + stage + " stage's)"};
+    } else if (auto held = check_held_state(*this, side, "replay of run " + side_name + " (" + stage + ", " +
+                                                             which + ")",
+                                            command.rank_dir, first->second.out, first->second.what);
+               !held) {
+      noncompliant_ = true;
+      return held;
+    }
+  }
+  return {};
 }
 
 Result<replay::Outcome> Session::launch(const std::string& stage, const Side& side, const replay::Command& command,

@@ -115,6 +115,12 @@ class Session {
   };
   std::map<char, Served> served_;
   std::string fresh_why_;  // given to the next sessions started
+  // Each side's first step replay (its directory, and how reports name it):
+  // the restore check's, to which every later step replay of the side is held.
+  struct FirstReplay {
+    std::string out, what;
+  };
+  std::map<char, FirstReplay> first_step_replay_;
   // Sides whose replay command exited 0 without answering its session's first
   // request (a --replay program that does not serve sessions): launched instead.
   std::set<char> launched_instead_;
@@ -179,6 +185,15 @@ Result<CapturedCall> captured_call(const std::string& dir, std::int32_t rank, st
 // `may_repeat_a` (false once the layer pass has replayed both sides and
 // follows another rank: diverged-earlier then, whatever the configuration).
 Result<bool> runs_diverged_earlier(Session& session, bool may_repeat_a = true);
+
+// Every step replay of `side` after its first (which the restore check
+// judges, with its verdicts) is held by value to the state records the run
+// recorded at the step, and to those of that first replay (`first_out`,
+// described as `first_what`): an Error, starting with `who`, naming the first
+// state record the replay `out` started otherwise from (man/dtrace.1,
+// restore check). Presence alone is compliance's check.
+Result<void> check_held_state(const Session& session, const Side& side, const std::string& who,
+                              const std::string& out, const std::string& first_out, const std::string& first_what);
 
 // Does `replay` reproduce what a run recorded at the step? Compared over the
 // records both hold, by identity (the replay may be finer), timings aside;

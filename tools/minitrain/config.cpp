@@ -50,6 +50,9 @@ void validate(const Config& c, bool replaying) {
                 ": the rank must be below --ranks and the step not negative");
   }
   if (c.step_delay_ms < 0) throw Error("--step-delay-ms must not be negative");
+  if (!c.replay_fault.empty() && c.replay_fault != "carry-state" && c.replay_fault != "kernel-restore") {
+    throw Error("--replay-fault " + c.replay_fault + ": expected carry-state or kernel-restore");
+  }
   if (!(c.startup_delay >= 0.0 && c.startup_delay <= 3600.0)) {
     throw Error("--startup-delay must be between 0 and 3600 seconds");
   }
@@ -105,6 +108,7 @@ std::string config_json(const Config& c) {
   if (c.backend != "cpu") j["backend"] = c.backend;
   if (c.stop_at) j["stop_at"] = *c.stop_at;
   if (c.flip_bit) j["flip_bit"] = std::to_string(c.flip_bit->rank) + ":" + std::to_string(c.flip_bit->step);
+  if (!c.replay_fault.empty()) j["replay_fault"] = c.replay_fault;
   j["corpus"] = fs::path(c.corpus).filename().string();
   return j.dump();
 }
@@ -164,6 +168,7 @@ std::vector<std::string> replay_argv(const Config& c, const std::string& executa
   if (c.flip_bit) {
     argv.insert(argv.end(), {"--flip-bit", num(c.flip_bit->rank) + ":" + num(c.flip_bit->step)});
   }
+  if (!c.replay_fault.empty()) argv.insert(argv.end(), {"--replay-fault", c.replay_fault});
   if (c.startup_delay > 0.0) {
     char text[32];
     const auto end = std::to_chars(text, text + sizeof text, c.startup_delay).ptr;

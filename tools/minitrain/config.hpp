@@ -62,6 +62,13 @@ struct Config {
   // checkpoint read, process-group set-up). In the replay argv, so replays pay
   // it too: what replay sessions save (tools/bench/bisect.sh).
   double startup_delay = 0.0;
+  // --replay-fault: a replay that does not start where the run started,
+  // planted on purpose to test dtrace's hold on replays (man/dtrace.1,
+  // restore check). "carry-state": a replay session's later requests start
+  // from the state the previous request ended with, not from the step's
+  // start; "kernel-restore": a step replay at kernel level restores the
+  // first parameter element with its lowest bit flipped. "" none.
+  std::string replay_fault;
 };
 
 // dtrace's workflow variables (man/dtrace.1: verify, tax) turned into the

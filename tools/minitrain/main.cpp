@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
   app.add_option("--flip-bit", flip_bit,
                  "RANK:STEP: flip one bit of RANK's first parameter at the start of STEP\n"
                  "(a planted silent data corruption, for dtrace replicas)");
+  app.add_option("--replay-fault", config.replay_fault,
+                 "plant a replay that does not start where the run started: carry-state (a session's later "
+                 "requests start where the previous one ended) or kernel-restore (a kernel-level step replay "
+                 "restores one parameter bit otherwise)");
   app.add_option("--step-delay-ms", config.step_delay_ms, "sleep this long after each step")
       ->capture_default_str();
   app.add_option("--startup-delay", config.startup_delay,

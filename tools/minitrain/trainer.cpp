@@ -333,9 +333,18 @@ class Session {
       // nothing of them otherwise.
       r.trace.set_recording(step >= first_recorded_ || request_.record_fast_forward);
       if (keep_ && step == first_recorded_) keep_state(r, step);
+      // --replay-fault kernel-restore: a kernel-level step replay starts from
+      // other parameters than the run (and its other replays) did.
+      if (config_.replay_fault == "kernel-restore" && request_.step && step == first_recorded_ &&
+          request_.level == dtrace::Level::kernel) {
+        flip_bit(r, 0);
+      }
       run_step(r, step);
       if (!request_.is_replay()) maybe_checkpoint(r, step + 1);
     }
+    // --replay-fault carry-state: what a session keeps for its next request
+    // is where this one ended, not the step's start.
+    if (kept_ != nullptr && config_.replay_fault == "carry-state") keep_state(r, first_recorded_);
     if (rank == first_rank()) {
       timed_steps_ = r.timed_steps;
       step_seconds_ = r.total_step_seconds;
@@ -418,11 +427,11 @@ class Session {
 
   // --flip-bit: what a silent data corruption does to one replica. The
   // digests computed ahead (state_digests) no longer describe the parameters.
-  void flip_bit(Rank& r) {
+  void flip_bit(Rank& r, int bit = 20) {
     backend_->sync();
     std::uint32_t bits = 0;
     std::memcpy(&bits, r.params.data(), sizeof bits);
-    bits ^= std::uint32_t{1} << 20;
+    bits ^= std::uint32_t{1} << bit;
     std::memcpy(r.params.data(), &bits, sizeof bits);
     r.state_digests.step = -1;
   }
