@@ -450,6 +450,15 @@ class Captures(unittest.TestCase):
             "fwd/layer.1", "gemm", capi.IO_IN, "x", 1) else None
         self.assertEqual(isolation.find(rec, "fwd/layer.1", "gemm", capi.IO_IN, "x", 1), 5)
 
+    def test_a_captured_record_names_its_numpy_dtype(self):
+        fields = dict(index=0, scope="fwd", op="gemm", io=capi.IO_IN, occurrence=0, name="x", shape=(2, 3),
+                      bytes=6, step=0, seq=1, file="cap/x.bin")
+        for dtype, want in (("f32", np.float32), ("u8", np.uint8), ("i64", np.int64), ("bool", np.bool_)):
+            c = dtrace.Captured(dtype=dtype, **fields)
+            self.assertEqual(np.empty(c.shape, c.numpy_dtype).dtype, np.dtype(want), dtype)
+        with self.assertRaisesRegex(ValueError, "bf16: NumPy has no type"):
+            dtrace.Captured(dtype="bf16", **fields).numpy_dtype
+
 
 if __name__ == "__main__":
     unittest.main()
