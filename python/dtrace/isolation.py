@@ -8,8 +8,9 @@ and runs it once per repetition inside the same scopes it recorded in:
 
     def isolate(iso):
         layer = model.layers[iso.scope]
+        c = iso.find("x")                           # an in record of the captured call
+        x = iso.read_into(np.empty(c.shape, c.numpy_dtype), "x")
         for k in iso.repetitions():
-            x = iso.read("x", dtype="f32")          # an in record of the captured call
             with iso.recorder.scope("fwd"), iso.recorder.scope(layer.name):
                 layer.forward(iso.recorder, x)
 
