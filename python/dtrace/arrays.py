@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
-__all__ = ["ArrayView", "is_array", "describe", "read_into"]
+__all__ = ["ArrayView", "is_array", "describe", "read_into", "numpy_dtype"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,23 @@ _ITEMSIZE.update({"bf16": 2, "f8e4m3": 1, "f8e5m2": 1})
 # NumPy has no bfloat16 or float8 of its own; ml_dtypes' (what JAX's host arrays
 # hold) show as opaque 'V' typestrs and are known by their dtype's name.
 _VOID_DTYPES = {"bfloat16": "bf16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
+
+
+def numpy_dtype(dtype: str) -> str:
+    """NumPy's type string for a dtrace-fp(5) dtype name: ``f32`` is ``"<f4"``,
+    ``u8`` ``"|u1"``, ``bool`` ``"|b1"``, as ``numpy.dtype(...).str`` spells
+    them; ``np.empty(shape, numpy_dtype("f32"))`` is the array describe()
+    calls f32 (CuPy and ``array_api`` libraries take the string too). The
+    table is describe()'s, read the other way. ``bf16`` and the float8s have
+    no NumPy type (ml_dtypes' types hold them), and an unknown name none:
+    ValueError naming it."""
+    for (kind, size), name in _DTYPES.items():
+        if name == dtype:
+            return ("|" if size == 1 else "<") + kind + str(size)
+    if dtype in _ITEMSIZE:
+        raise ValueError(f"dtype {dtype}: NumPy has no type for it (ml_dtypes' "
+                         f"{next(k for k, v in _VOID_DTYPES.items() if v == dtype)} holds it)")
+    raise ValueError(f"dtype {dtype!r}: not a dtrace-fp(5) dtype name ({', '.join(_ITEMSIZE)})")
 
 
 def _type_name(value) -> str:

@@ -8,8 +8,9 @@ and runs it once per repetition inside the same scopes it recorded in:
 
     def isolate(iso):
         layer = model.layers[iso.scope]
+        c = iso.find("x")                           # an in record of the captured call
+        x = iso.read_into(np.empty(c.shape, c.numpy_dtype), "x")
         for k in iso.repetitions():
-            x = iso.read("x", dtype="f32")          # an in record of the captured call
             with iso.recorder.scope("fwd"), iso.recorder.scope(layer.name):
                 layer.forward(iso.recorder, x)
 
@@ -28,7 +29,12 @@ _IOS = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
 
 @dataclass(frozen=True)
 class Captured:
-    """One captured record of this rank (capture.jsonl) and its bytes' file."""
+    """One captured record of this rank (capture.jsonl) and its bytes' file:
+    its identity (scope, op, io: libdtrace's code, capi.IO_IN / IO_OUT /
+    IO_STATE; occurrence: the call of (scope, op) it belongs to, 0 the first;
+    name), dtype (dtrace-fp(5)'s name, numpy_dtype NumPy's), shape, the
+    number of its bytes, the step and seq it was recorded at; index is its
+    place in the capture (capi's captured_read)."""
     index: int
     scope: str
     op: str
@@ -42,11 +48,21 @@ class Captured:
     seq: int
     file: str
 
+    @property
+    def numpy_dtype(self) -> str:
+        """NumPy's type string for `dtype` (``"<f4"`` for f32): an array of it,
+        ``np.empty(c.shape, c.numpy_dtype)``, is what read_into fills.
+        ValueError for bf16 and the float8s, which NumPy has no type for."""
+        return arrays.numpy_dtype(self.dtype)
+
 
 class Isolation:
-    """The isolation this replay asks for. `op` is None for a whole layer;
+    """The isolation this replay asks for. `scope` the layer (DTRACE_ISOLATE);
+    `op` None for the whole layer, else the one op to re-run (scope::op);
     `occurrence` the call of the captured step to re-run (DTRACE_OCCURRENCE, 0
-    unless set); `repeat` how many times; `step` the captured step."""
+    unless set); `repeat` how many times (DTRACE_REPEAT, what repetitions()
+    yields); `step` the captured step; `captured` every record of the capture
+    of this rank (Captured), `inputs_dir` where it lies."""
 
     def __init__(self, recorder: Any):
         #: the Recorder the repetitions record through (iso.recorder.scope, .record)
@@ -90,8 +106,10 @@ class Isolation:
         return bytes(out)
 
     def read_into(self, target: Any, name: str, **identity: Any) -> Any:
-        """Reads the captured record into `target`, a writable, contiguous host
-        array of the same dtype and shape; returns it."""
+        """Reads the captured record into `target`, a writable host array of
+        the same dtype and shape, and returns `target` (so that
+        ``x = iso.read_into(np.empty(...), "x")`` is the input); another dtype
+        or shape is a CaptureError naming both."""
         record = self.find(name, **identity)
         view = arrays.describe(target)
         if (view.dtype, tuple(view.shape)) != (record.dtype, tuple(record.shape)):

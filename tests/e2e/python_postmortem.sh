@@ -120,6 +120,29 @@ assert n.exit_status == 1 and not n.named and n.culprit is None and n.evidence i
 assert "nothing to bisect" in n.reached, n.reached
 EOF
 
+# bisect's fast-forward verdict (exit 1: a step before the one asked for came
+# out otherwise from its checkpoint, bisect_fast_forward.sh's runs): nothing
+# named, whether the helper ran dtrace or reads its saved document, and a
+# saved one said to have exited 0 contradicts its verdict.
+mt --steps 5 --level step --nondet splitk --checkpoint-every 2 --checkpoint-dir ck-ffa --out ffa
+mt --steps 5 --level step --nondet splitk --checkpoint-every 2 --checkpoint-dir ck-ffb --out ffb
+got=0; "$REAL" bisect --trust --json --step 3 ffa ffb >ff.json 2>"$ERR" || got=$?
+[ "$got" = 1 ] && [ "$(jq -r .verdict ff.json)" = fast-forward ] || fail "bisect --step 3 ffa ffb ($got): $(cat "$ERR")"
+py <<'EOF'
+from dtrace import postmortem, DocumentError
+b = postmortem.bisect("ffa", "ffb", step=3, trust=True)
+assert (b.exit_status, b.named, b.verdict) == (1, False, "fast-forward"), (b.exit_status, b.verdict, b.reached)
+assert b.culprit is None and b.state is None and b.input is None and b.departed.step == 2, (b.culprit, b.departed)
+saved = postmortem.read("ff.json")
+assert (saved.exit_status, saved.named, saved.verdict) == (1, False, "fast-forward"), (saved.exit_status, saved.named)
+try:
+    postmortem.read("ff.json", exit_status=0)
+except DocumentError as e:
+    assert "exited 0 with verdict 'fast-forward', which dtrace(1) gives exit status 1" in e.message, e.message
+else:
+    raise AssertionError("a fast-forward verdict read as exit status 0: no DocumentError")
+EOF
+
 # check: certified (exit 0), and a rank's file gone (exit 1, the violation named).
 mkdir half && cp a/rank0.jsonl half/
 py <<'EOF'
@@ -382,6 +405,8 @@ saved("bisect.json", 0)
 b = postmortem.bisect("a", "b", trust=True, dtrace="bin/saved")
 want = json.load(open("bisect.json"))
 assert b.named and b.culprit.op == want["culprit"]["op"] and len(b.replays) == len(want["replays"])
+ff = postmortem.read("ff.json")
+assert (ff.exit_status, ff.named, ff.verdict) == (1, False, "fast-forward"), (ff.exit_status, ff.verdict)
 saved("", 2, "dtrace: error: a/rank0.jsonl:3: not JSON")
 try:
     postmortem.check("a", dtrace="bin/saved")

@@ -138,6 +138,29 @@ grep -q '"scope":"fwd/linear","op":"linear","io":"out","name":"y"' ra/rank0.json
 DTRACE_REPLAY_STEP=1 DTRACE_OUT="$WORK/r1.jsonl" "$PYTHON" regress.py ra || fail "replay of regress.py's step 1"
 run_dtrace 0 diff --json ra "$WORK/r1.jsonl"
 json_is compared.steps '[1, 1]'
+# What it shows a new user: checkpoint_every=0 writes step 0's checkpoint
+# alone (the replay above ran step 0 from it); a record outside any scope is
+# in scope step; its isolate, fed from a capture of step 1 as bisect's kernel
+# pass takes it, finds the input's dtype and shape, makes its array from
+# numpy_dtype, takes read_into's return as the input, and computes the run's y
+# in each of iso.repeat repetitions.
+[ "$(ls ra.ckpt)" = step-0.pkl ] || fail "checkpoint_every=0 wrote: $(ls ra.ckpt)"
+grep -q '"step":1,"rank":0,"seq":[0-9]*,"scope":"step","op":"residual","io":"out","name":"r","dtype":"f32","shape":\[8\]' \
+  ra/rank0.jsonl || fail "regress.py's residual is not a step-scope record: $(grep residual ra/rank0.jsonl | head -1)"
+DTRACE_REPLAY_STEP=1 DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/linear DTRACE_CAPTURE="$WORK/rcap" \
+  DTRACE_OUT="$WORK/rcap.jsonl" "$PYTHON" regress.py ra 2>"$ERR" || { cat "$ERR" >&2; fail "capture of regress.py's step 1"; }
+DTRACE_REPLAY_STEP=1 DTRACE_LEVEL=kernel DTRACE_ISOLATE=fwd/linear DTRACE_INPUTS="$WORK/rcap" DTRACE_REPEAT=2 \
+  DTRACE_OUT="$WORK/riso.jsonl" "$PYTHON" regress.py ra 2>"$ERR" || { cat "$ERR" >&2; fail "isolation of regress.py's fwd/linear"; }
+run_dtrace 0 check riso.jsonl
+"$PYTHON" - ra/rank0.jsonl riso.jsonl <<'PY' || fail "regress.py's layer re-run alone did not compute the run's y"
+import json, sys
+run, iso = ([json.loads(line) for line in open(name)][1:] for name in sys.argv[1:])
+want = [r["hash"] for r in run if r.get("step") == 1 and r.get("scope") == "fwd/linear" and r.get("name") == "y"]
+got = [(r["step"], r["hash"]) for r in iso if r.get("name") == "y"]
+ops = {(r["scope"], r["op"], r["io"]) for r in iso if "op" in r}
+assert len(want) == 1 and got == [(0, want[0]), (1, want[0])], (want, got)
+assert ops == {("fwd/linear", "linear", "in"), ("fwd/linear", "linear", "out")}, ops
+PY
 
 # As `meson install` leaves it (relocated to a scratch root, as a DESTDIR
 # package would be): the package beside dtrace_torch in python3's site

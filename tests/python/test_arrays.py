@@ -295,6 +295,28 @@ class Dtypes(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "opaque elements"):
             arrays.describe(fake)
 
+    def test_numpy_dtype_makes_the_array_of_each_dtype(self):
+        # An array made with numpy_dtype(name) is what describe() calls name,
+        # and holds the values a capture of that dtype holds (docs/python.md,
+        # Isolation: np.empty(c.shape, c.numpy_dtype)).
+        values = {"f16": [1.5, -2], "f32": [0.5, 2.0 ** 100], "f64": [0.1, 1e300], "c64": [1 + 2j, 3],
+                  "c128": [1 - 1e-300j, 0], "i8": [-128, 127], "i16": [-1, 2], "i32": [-7, 1 << 30],
+                  "i64": [-1, 1 << 62], "u8": [255, 1], "u16": [65535, 2], "u32": [1 << 31, 3],
+                  "u64": [(1 << 64) - 1, 4], "bool": [True, False]}
+        for name, numbers in values.items():
+            with self.subTest(name):
+                typestr = arrays.numpy_dtype(name)
+                a = np.array(numbers, dtype=typestr)
+                self.assertEqual(np.dtype(typestr).str, typestr)
+                self.assertEqual(a.tolist(), numbers)
+                self.assertEqual(arrays.describe(a).dtype, name)
+        self.assertEqual(set(values) | {"bf16", "f8e4m3", "f8e5m2"}, set(arrays._ITEMSIZE))
+        for name in ("bf16", "f8e4m3", "f8e5m2"):
+            with self.assertRaisesRegex(ValueError, f"dtype {name}: NumPy has no type for it"):
+                arrays.numpy_dtype(name)
+        with self.assertRaisesRegex(ValueError, "'float32': not a dtrace-fp.5. dtype name"):
+            arrays.numpy_dtype("float32")
+
     def test_refused_dtypes_name_the_type_and_why(self):
         for obj, pattern in [
                 (np.arange(3, dtype=">f4"), r"numpy\.ndarray: big-endian elements \(typestr '>f4'\)"),

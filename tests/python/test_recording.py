@@ -216,6 +216,13 @@ class Checkpoints(Scratch):
         self.assertEqual(checkpoints.steps_in(self.dir), [0, 4, 8])
         self.assertEqual([checkpoints.nearest(self.dir, s) for s in (0, 3, 7, 9)], [0, 0, 4, 8])
         self.assertEqual(checkpoints.nearest(self.dir, 6, ".pt"), 6)
+        # A name is a checkpoint's whole: a half-written or set-aside file
+        # beside one is not a later step's checkpoint (dtrace_torch's .pt too).
+        for junk in ("step-9.pkl.tmp.123", "step-9.pkl.bak", "step-8.pt.tmp", "step-8.pt.bak", "step-7.pt~"):
+            open(os.path.join(self.dir, junk), "w").close()
+        self.assertEqual(checkpoints.steps_in(self.dir), [0, 4, 8])
+        self.assertEqual(checkpoints.steps_in(self.dir, ".pt"), [6])
+        self.assertEqual((checkpoints.nearest(self.dir, 9), checkpoints.nearest(self.dir, 9, ".pt")), (8, 6))
 
     def test_a_failed_write_leaves_nothing(self):
         def boom(f):
@@ -283,6 +290,55 @@ class Recording(Scratch):
         self.assertIn(("step", "batch", "batch"), by)
         self.assertNotIn(("fwd/layer.0", "gemm", "y"), by)
         self.assertEqual(by[("step", "loss", "loss")]["dtype"], "f32")
+
+    def test_integer_metrics_keep_their_sign(self):
+        # A one-element integer array is recorded as i64 by its value: an
+        # unsigned one whose top bit is set is a large positive number, a
+        # signed one a negative one, though their bytes are the same.
+        run = os.path.join(self.dir, "run")
+        values = {"u8": np.uint8(200), "u16": np.array([0x8001], np.uint16), "u64": np.uint64((1 << 63) + 1),
+                  "i8": np.int8(-1), "i32": np.array(-2, np.int32), "i64": np.int64(-(1 << 63)), "bool": np.bool_(1)}
+        rec = dtrace.Recorder({}, run_dir=run)
+        for step in rec.steps(1):
+            with rec.step(step):
+                for name, value in values.items():
+                    rec.metric(name, value)
+        got = {r["name"]: r for r in log(run)[1:] if r.get("io") == "metric"}
+        for name, value in values.items():
+            number = int(np.asarray(value).item())
+            with self.subTest(name):
+                self.assertEqual((got[name]["dtype"], got[name]["bits"], got[name]["value"]),
+                                 ("i64", "%016x" % (number & ((1 << 64) - 1)), float(number)))
+
+    def test_a_replay_restores_only_a_whole_checkpoint(self):
+        # A half-written checkpoint of step 3 (a crash mid-write leaves
+        # step-3.pkl.tmp.<pid>) or one set aside (.bak) is no checkpoint: a
+        # replay of step 3 restores step 2's and runs step 2 to get there.
+        run, ck = os.path.join(self.dir, "run"), os.path.join(self.dir, "ck")
+
+        class Program:  # its state counts the steps run; `ran` says which ran from what
+            def __init__(self):
+                self.w, self.ran = {"w": np.zeros(2)}, []
+                self.rec = dtrace.Recorder({"p": self.w}, run_dir=run, checkpoint_dir=ck, checkpoint_every=2)
+
+            def run(self):
+                for step in self.rec.steps(4):
+                    self.ran.append((step, int(self.w["w"][0])))
+                    with self.rec.step(step):
+                        self.w["w"] = self.w["w"] + 1
+
+        first = Program()
+        first.run()
+        self.assertEqual(first.ran, [(0, 0), (1, 1), (2, 2), (3, 3)])
+        self.assertEqual(sorted(os.listdir(ck)), ["step-0.pkl", "step-2.pkl"])
+        for junk in ("step-3.pkl.tmp.999", "step-3.pkl.bak"):
+            with open(os.path.join(ck, junk), "wb") as f:
+                f.write(b"half a pickle")
+        os.environ.update(DTRACE_REPLAY_STEP="3", DTRACE_OUT=os.path.join(self.dir, "replay.jsonl"))
+        replay = Program()
+        with self.assertRaises(SystemExit) as exited:
+            replay.run()
+        self.assertEqual((exited.exception.code, replay.rec.restored_at, replay.ran), (0, 2, [(2, 2), (3, 3)]))
 
     def test_a_batch_of_python_lists_and_numbers_is_recorded(self):
         # A pure-Python program's batch: token ids in a list, a label. Two runs
@@ -393,6 +449,15 @@ class Captures(unittest.TestCase):
         native.captured_find = lambda scope, op, io, name, occ: 5 if (scope, op, io, name, occ) == (
             "fwd/layer.1", "gemm", capi.IO_IN, "x", 1) else None
         self.assertEqual(isolation.find(rec, "fwd/layer.1", "gemm", capi.IO_IN, "x", 1), 5)
+
+    def test_a_captured_record_names_its_numpy_dtype(self):
+        fields = dict(index=0, scope="fwd", op="gemm", io=capi.IO_IN, occurrence=0, name="x", shape=(2, 3),
+                      bytes=6, step=0, seq=1, file="cap/x.bin")
+        for dtype, want in (("f32", np.float32), ("u8", np.uint8), ("i64", np.int64), ("bool", np.bool_)):
+            c = dtrace.Captured(dtype=dtype, **fields)
+            self.assertEqual(np.empty(c.shape, c.numpy_dtype).dtype, np.dtype(want), dtype)
+        with self.assertRaisesRegex(ValueError, "bf16: NumPy has no type"):
+            dtrace.Captured(dtype="bf16", **fields).numpy_dtype
 
 
 if __name__ == "__main__":
