@@ -141,8 +141,8 @@ TEST_CASE("isolation: the first call re-run where the second was asked for", "[b
   write_text(dir.path("out/replay.jsonl"),
              header("kernel") + step_lines(0, gemm_repetition(kX0)) + step_lines(1, gemm_repetition(kX0)));
   CHECK(verdict(Side{}, isolate_gemm(dir, 1, 2), Target{"fwd/layer.1", "gemm", 1}) ==
-        "replay of run A (confirm): the workload ignored DTRACE_OCCURRENCE=1: its repetitions ran call 1 of 2 "
-        "of fwd/layer.1 gemm (input 'x' 00000000000000a0) instead of call 2");
+        "replay of run A (confirm): the workload ignored DTRACE_OCCURRENCE=1: its repetitions ran fwd/layer.1 gemm, "
+        "call 1 of 2 (input 'x' 00000000000000a0) instead of call 2 of 2");
 }
 
 TEST_CASE("isolation: inputs that are no captured call's", "[bisect][compliance]") {

@@ -165,7 +165,7 @@ TEST_CASE("the title names what was found, and the page's counts agree with thei
   b.calls = 2;
   b.role = "origin";
   CHECK(divergence_html(nullptr, &b).find(
-            "<h1>dtrace bisect: named fwd/layer.0/mlp gemm_splitk (call 2 of 2) at step 5, rank 1</h1>") !=
+            "<h1>dtrace bisect: named fwd/layer.0/mlp gemm_splitk, call 2 of 2 at step 5, rank 1</h1>") !=
         std::string::npos);
   b.verdict = dtrace::bisect::Verdict::restore;
   b.state_scope = "step";

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <bit>
+#include <chrono>
+#include <sstream>
 #include <thread>
 #include <xxhash.h>
 
@@ -296,6 +298,42 @@ TEST_CASE("a rank's status file ends with the process's exit code") {
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   CHECK(test_support::file_text(out_dir + "/rank1.status").starts_with("exit 5 "));
+}
+
+TEST_CASE("a rank's end marker says by the wall clock when the process exited") {
+  // dtrace-fp(5): "exit CODE TIME", TIME the wall clock (CLOCK_REALTIME) in
+  // nanoseconds since the epoch, which orders ranks that fail together against
+  // one another and against the files' modification times; another clock's
+  // count (since boot) is no time a reader can place.
+  TempDir dir;
+  const std::string out_dir = dir / "replay";
+  const auto request = request_from({{"DTRACE_OUT_DIR", out_dir}, {"DTRACE_REPLAY_STEP", "0"}});
+  const auto wall_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const long long before = wall_ns();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto recorder = Recorder::open(options_for(dir / "run", 1, 2), request);
+    recorder->begin_step(0);
+    std::exit(7);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const long long after = wall_ns();
+  std::istringstream line(test_support::file_text(out_dir + "/rank1.status"));
+  std::string word;
+  int code = -1;
+  long long time = 0;
+  line >> word >> code >> time;
+  CHECK(word == "exit");
+  CHECK(code == 7);
+  // Written between the fork and the wait, whatever the machine's load.
+  CHECK(time >= before);
+  CHECK(time <= after);
 }
 
 TEST_CASE("a run written to its own run_dir ends each rank with its end marker") {

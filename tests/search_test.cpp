@@ -572,6 +572,71 @@ TEST_CASE("another rank's step inside a file the chains would vouch for: read, n
   CHECK(has_note(*both.search, "rank0.jsonl: its header does not declare that it holds one rank"));
 }
 
+TEST_CASE("run B keeping one rank in two files is read in full, as run A would be", "[search]") {
+  TempDir tmp;
+  // Each run must hold one file per rank to be searched, B as much as A. B
+  // spread rank 0 over rank0.jsonl (steps 0-3) and, after rank1.jsonl in
+  // file order, resumed-rank0.jsonl (steps 4-5), each file declaring rank 0,
+  // and differs at step 4. Taking rank0.jsonl for B's rank 0 would tell the
+  // user a false reason for reading in full (that B's rank 0 holds steps 0-3);
+  // the next case is where it would give a false answer.
+  const std::string a = chained_copy(make_run(tmp, "a", 2, 6), tmp.path() / "a");
+  const std::string raw_b = make_run(tmp, "b", 2, 6, std::pair{0, 4});
+  std::ifstream in(fs::path(raw_b) / "rank0.jsonl", std::ios::binary);
+  std::string header, line, early, late;
+  std::getline(in, header);
+  while (std::getline(in, line)) (line.find("\"step\":4,") != std::string::npos ||
+                                  line.find("\"step\":5,") != std::string::npos ? late : early) += line + "\n";
+  const fs::path laid = tmp.path() / "laid-b";
+  fs::create_directories(laid);
+  write_text((laid / "rank0.jsonl").string(), header + "\n" + early);
+  write_text((laid / "resumed-rank0.jsonl").string(), header + "\n" + late);
+  fs::copy_file(fs::path(raw_b) / "rank1.jsonl", laid / "rank1.jsonl");
+  const std::string b = chained_copy(laid, tmp.path() / "b");
+  const Both both = diff_both(a, b);
+  require_same(both, "B's rank 0 in two files");
+  REQUIRE(both.search.ok());
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->rank == 0);
+  CHECK(both.search->first->step == 4);
+  CHECK_FALSE(both.search->searched);
+  CHECK(has_note(*both.search, "run B keeps rank 0 in more than one file"));
+}
+
+TEST_CASE("run B writing a step of rank 0 again in another file is read in full, as run A would be", "[search]") {
+  TempDir tmp;
+  // B's rank0.jsonl is A's, chains and all; resumed-rank0.jsonl, after
+  // rank1.jsonl in file order and declaring rank 0 too, holds rank 0's step 4
+  // again, differing. Searching rank0.jsonl alone as B's rank 0 would call the
+  // runs identical.
+  const std::string a = chained_copy(make_run(tmp, "a", 2, 6), tmp.path() / "a");
+  const std::string raw_b = make_run(tmp, "b", 2, 6);
+  const std::string raw_again = make_run(tmp, "again", 2, 6, std::pair{0, 4});
+  std::ifstream in(fs::path(raw_again) / "rank0.jsonl", std::ios::binary);
+  std::string line, again;
+  std::getline(in, line);  // its header names another run: B's is taken below
+  while (std::getline(in, line)) {
+    if (line.find("\"step\":4,") != std::string::npos) again += line + "\n";
+  }
+  const fs::path laid = tmp.path() / "laid-b";
+  fs::create_directories(laid);
+  fs::copy_file(fs::path(raw_b) / "rank0.jsonl", laid / "rank0.jsonl");
+  fs::copy_file(fs::path(raw_b) / "rank1.jsonl", laid / "rank1.jsonl");
+  std::ifstream b0(fs::path(raw_b) / "rank0.jsonl", std::ios::binary);
+  std::string header;
+  std::getline(b0, header);
+  write_text((laid / "resumed-rank0.jsonl").string(), header + "\n" + again);
+  const std::string b = chained_copy(laid, tmp.path() / "b");
+  const Both both = diff_both(a, b);
+  require_same(both, "B's rank 0 step 4 written again");
+  REQUIRE(both.search.ok());
+  REQUIRE(both.search->first);
+  CHECK(both.search->first->rank == 0);
+  CHECK(both.search->first->step == 4);
+  CHECK_FALSE(both.search->searched);
+  CHECK(has_note(*both.search, "run B keeps rank 0 in more than one file"));
+}
+
 // ---------------------------------------------------------------------------
 // The property: on any layout dtrace-fp(5) allows, a searched diff answers
 // exactly what --stream answers. Random runs and differences, laid out as a

@@ -6,6 +6,7 @@
 
 #include "bisect/session.hpp"
 #include "diff/diff.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::bisect {
 
@@ -102,9 +103,9 @@ Result<Report> run(const Options& options, const Progress& progress, const Stage
   if (!replayed) return replayed.error();
   if (*replayed) rep.calls = std::max(1, calls_of((*replayed)->step, rep.scope, rep.op));
   rep.calls = std::max(rep.calls, rep.occurrence + 1);
-  const std::string call = rep.calls > 1 ? ", call " + n(rep.occurrence + 1) + " of " + n(rep.calls) : "";
-  rep.reached = "kernel named: " + rep.scope + " " + rep.op + call + " (output " + (*kernel)->name + ")";
-  session.note("kernel", "suspect kernel: " + rep.scope + " " + rep.op + call + "; confirming it alone");
+  const std::string kernel_call = with_call(rep.scope + " " + rep.op, rep.occurrence, rep.calls);
+  rep.reached = "kernel named: " + kernel_call + " (output " + (*kernel)->name + ")";
+  session.note("kernel", "suspect kernel: " + kernel_call + "; confirming it alone");
   if (auto r = confirm(session, **kernel); !r) {
     // The kernel is named; a confirmation that could not run is reported, not
     // fatal. One the workload did not comply with is trouble, as at any stage.

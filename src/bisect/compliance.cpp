@@ -125,12 +125,9 @@ std::string what_was_recorded(const Seen& seen, std::int32_t rank) {
   return s;
 }
 
-// "call 2 of fwd/mixer planted.seqmean.default" style names of a target.
-std::string call_name(const Target& t) {
-  std::string s = t.scope + " " + t.op;
-  if (t.occurrence > 0) s += ", call " + n(t.occurrence + 1);
-  return s;
-}
+// "fwd/mixer planted.seqmean.default, call 2": a target as every text names a
+// call (call_text), the calls of the op not known here.
+std::string call_name(const Target& t) { return with_call(t.scope + " " + t.op, t.occurrence, 0); }
 
 bool inside_isolation(const Asked& asked, const log::Record& r) {
   if (!asked.isolate_op.empty()) return r.scope == asked.isolate_scope && r.op == asked.isolate_op;
@@ -240,9 +237,9 @@ Result<void> check_isolation(const std::string& who, const Asked& asked, const S
         auto o = other_inputs.find(name);
         if (o != other_inputs.end() && o->second->digest == it->second->digest) {
           return Error{who + ": the workload ignored DTRACE_OCCURRENCE=" + n(target->occurrence) +
-                       ": its repetitions ran call " + n(other + 1) + " of " + n(calls) + " of " + target->scope +
-                       " " + target->op + " (input '" + name + "' " + it->second->digest.hex() +
-                       ") instead of call " + n(target->occurrence + 1)};
+                       ": its repetitions ran " + with_call(target->scope + " " + target->op, other, calls) +
+                       " (input '" + name + "' " + it->second->digest.hex() + ") instead of " +
+                       call_text(target->occurrence, calls)};
         }
       }
       return Error{who + ": repetition " + n(k) + " ran " + call_name(*target) + " with input '" + name + "' " +

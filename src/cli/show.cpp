@@ -23,7 +23,7 @@ void add_show(CLI::App& app, int& exit_status) {
       "Summarize a run: header, files, ranks, steps per rank, record counts,\n"
       "completeness and the reader's notes. With --step and/or --rank also print\n"
       "the selected records in seq order (one line each: seq scope op io name dtype\n"
-      "shape hash|bits value).\n"
+      "shape hash|bits value, and \", call K of N\" for a call of a repeated op).\n"
       "A run is a directory of *.jsonl files or one .jsonl file.\n"
       "Exit status: 0 shown, 2 trouble (unreadable or malformed run, with file:line).");
   cmd->add_option("RUN", options->run, "the run")->required();

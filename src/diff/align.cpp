@@ -183,6 +183,12 @@ int occurrence_of(const Step& step, std::size_t index) {
   return n;
 }
 
+int calls_of(const Step& step, std::size_t index) {
+  const Record& r = step.records[index];
+  return static_cast<int>(
+      std::count_if(step.records.begin(), step.records.end(), [&r](const Record& x) { return same_identity(x, r); }));
+}
+
 Step common_records(const Step& finer, const Step& coarser, std::uint64_t& left_out) {
   const std::vector<int> occ_finer = occurrences(finer), occ_coarser = occurrences(coarser);
   std::unordered_set<std::string> coarse_identities;

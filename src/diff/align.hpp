@@ -58,6 +58,11 @@ log::Step common_records(const log::Step& finer, const log::Step& coarser, std::
 // How many earlier records of the step share record i's (scope, op, io, name).
 int occurrence_of(const log::Step& step, std::size_t index);
 
+// How many records of the step share record i's (scope, op, io, name): the
+// calls of its op that the step holds, which the text names beside its
+// occurrence ("call 2 of 3", call_text in util/words.hpp).
+int calls_of(const log::Step& step, std::size_t index);
+
 // The key of a collective op invocation, as used in collective_inputs_differing.
 std::string collective_key(std::string_view scope, std::string_view op, int occurrence);
 bool is_collective(std::string_view scope);

@@ -95,6 +95,7 @@ Mismatch describe_mismatch(const Step& a, const Step& b, const MismatchAt& at, c
   m.name = r.name;
   m.occurrence = rec_a != nullptr ? occurrence_of(a, static_cast<std::size_t>(at.a))
                                   : occurrence_of(b, static_cast<std::size_t>(at.b));
+  m.calls = rec_a != nullptr ? calls_of(a, static_cast<std::size_t>(at.a)) : calls_of(b, static_cast<std::size_t>(at.b));
   m.kind = at.kind;
   m.role = c.role;
   m.detail = at.detail;

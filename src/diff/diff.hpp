@@ -31,6 +31,7 @@ struct Mismatch {
   std::int64_t seq = 0;
   std::string scope, op, io, name;
   int occurrence = 0;
+  int calls = 1;  // records of its (scope, op, io, name) in its side's step: the op's calls
   Kind kind = Kind::value;
   Role role = Role::unknown;
   nlohmann::json a;  // the record as read from run A, null when A lacks it

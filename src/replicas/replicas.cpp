@@ -77,6 +77,12 @@ bool names_allreduce(std::string_view text) {
 // rank and step).
 using Identity = std::tuple<std::string_view, std::string_view, std::string_view, std::string_view, int>;
 
+// Two occurrences of one record: the identity but its occurrence.
+bool same_record(const Identity& x, const Identity& y) {
+  return std::get<0>(x) == std::get<0>(y) && std::get<1>(x) == std::get<1>(y) && std::get<2>(x) == std::get<2>(y) &&
+         std::get<3>(x) == std::get<3>(y);
+}
+
 bool same_value(const log::Record& a, const log::Record& b, bool& structure) {
   const bool shape_same = a.has_shape == b.has_shape &&
                           std::equal(a.shape.begin(), a.shape.end(), b.shape.begin(), b.shape.end());
@@ -280,6 +286,11 @@ std::optional<Departure> ReplicaCheck::compare(std::size_t g, std::int64_t step,
     d.io = std::get<2>(*id);
     d.name = std::get<3>(*id);
     d.occurrence = std::get<4>(*id);
+    // The op's calls, for the text (call_text): the table is ordered by
+    // identity, so the record's later occurrences follow it.
+    for (auto later = table.find(*id); later != table.end() && same_record(later->first, *id); ++later) {
+      d.calls = std::get<4>(later->first) + 1;
+    }
     const bool absent = std::any_of(classes.begin(), classes.end(), [](const auto& c) { return c.first == nullptr; });
     d.kind = (structure || absent) ? diff::Kind::structure : diff::Kind::value;
     auto biggest = std::max_element(classes.begin(), classes.end(), [](const auto& a, const auto& b) {

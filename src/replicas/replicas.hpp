@@ -68,6 +68,7 @@ struct Departure {
   std::int64_t seq = 0;  // the record's seq on the lowest rank holding it
   std::string scope, op, io, name;
   int occurrence = 0;
+  int calls = 1;  // the most records of its (scope, op, io, name) a rank of the group holds
   diff::Kind kind = diff::Kind::value;
   // Majority: one value held by more than half the group's ranks; the departing
   // ranks are the others. Without one, departing is empty and every variant is

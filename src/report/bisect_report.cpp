@@ -194,9 +194,7 @@ std::string bisect_to_text(const bisect::Report& r) {
       o << (r.basis == bisect::Basis::confirmed          ? "named: "
             : r.basis == bisect::Basis::layer_repetitions ? "named on the layer's repetitions: "
                                                           : "named on the step's per-kernel replays: ")
-        << r.scope << " " << r.op;
-      if (r.calls > 1) o << ", call " << r.occurrence + 1 << " of " << r.calls;
-      o << " (" << r.role << ")\n";
+        << with_call(r.scope + " " + r.op, r.occurrence, r.calls) << " (" << r.role << ")\n";
       if (!r.layer.empty()) o << "  layer:    " << r.layer << "\n";
       o << "  basis:    " << basis_text(r) << "\n";
       break;

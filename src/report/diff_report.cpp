@@ -4,6 +4,7 @@
 
 #include "diff/consumed.hpp"
 #include "report/schema.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::report {
 
@@ -33,9 +34,7 @@ nlohmann::json mismatch_json(const Mismatch& m) {
 }
 
 std::string where(const Mismatch& m) {
-  std::string s = m.scope + " " + m.op + " " + m.io + " " + m.name;
-  if (m.occurrence > 0) s += " #" + std::to_string(m.occurrence);
-  return s;
+  return with_call(m.scope + " " + m.op + " " + m.io + " " + m.name, m.occurrence, m.calls);
 }
 
 std::string json_text(const nlohmann::json& v) {

@@ -46,9 +46,7 @@ std::string number(double v, const char* format = "%.2f") {
 }
 
 std::string where(const diff::Mismatch& m) {
-  std::string s = m.scope + " " + m.op + " " + m.io + " " + m.name;
-  if (m.occurrence > 0) s += " #" + std::to_string(m.occurrence);
-  return s;
+  return with_call(m.scope + " " + m.op + " " + m.io + " " + m.name, m.occurrence, m.calls);
 }
 
 // A shell word for a copyable command: plain words stay as they are.
@@ -374,7 +372,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
     << "</h2>\n";
   o << "<p class=\"verdict\">" << bisect::verdict_name(b.verdict);
   if (b.verdict == bisect::Verdict::named) {
-    o << ": <code>" << escape(b.scope + " " + b.op) << "</code> (<span class=\""
+    o << ": <code>" << escape(with_call(b.scope + " " + b.op, b.occurrence, b.calls)) << "</code> (<span class=\""
       << (b.role == "origin" ? "origin-text" : "") << "\">" << escape(b.role) << "</span>, "
       << bisect::basis_name(b.basis) << ")";
   }
@@ -418,7 +416,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
     } else if (std::string_view(s.name) == "layer" && !b.layer.empty()) {
       state = "suspect layer " + b.layer, css = "stage-done";
     } else if (std::string_view(s.name) == "kernel" && b.verdict == bisect::Verdict::named) {
-      state = "suspect kernel " + b.scope + " " + b.op, css = "stage-done";
+      state = "suspect kernel " + with_call(b.scope + " " + b.op, b.occurrence, b.calls), css = "stage-done";
     } else if (std::string_view(s.name) == "confirm" && b.evidence) {
       state = std::to_string(b.evidence->distinct_outputs) + " distinct output" +
               (b.evidence->distinct_outputs == 1 ? "" : "s"),
@@ -562,10 +560,7 @@ std::string page_title(const diff::Report* d, const bisect::Report* b) {
     if (b->nothing_to_bisect) return t + "nothing to bisect, the runs are identical";
     t += bisect::verdict_name(b->verdict);
     if (b->verdict == bisect::Verdict::named) {
-      t += " " + b->scope + " " + b->op;
-      if (b->calls > 1) {
-        t += " (call " + std::to_string(b->occurrence + 1) + " of " + std::to_string(b->calls) + ")";
-      }
+      t += " " + with_call(b->scope + " " + b->op, b->occurrence, b->calls);
     } else if (b->verdict == bisect::Verdict::restore) {
       t += " " + bisect::state_record(*b);
     } else if (b->verdict == bisect::Verdict::data && b->input) {

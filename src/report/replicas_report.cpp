@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "report/schema.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::report {
 
@@ -75,10 +76,9 @@ std::string departure_to_text(const replicas::Departure& d, const replicas::Repo
     o << "no majority (" << d.variants.size() << " values among " << report.layout.groups[d.group].size()
       << " ranks): the departing rank cannot be named";
   }
-  o << "\n  record: seq " << d.seq << " scope " << d.scope << " op " << d.op << " io " << d.io << " name "
-    << d.name;
-  if (d.occurrence > 0) o << " (occurrence " << d.occurrence << ")";
-  o << ", " << diff::kind_name(d.kind) << " mismatch\n";
+  o << "\n  record: seq " << d.seq << " "
+    << with_call("scope " + d.scope + " op " + d.op + " io " + d.io + " name " + d.name, d.occurrence, d.calls)
+    << ", " << diff::kind_name(d.kind) << " mismatch\n";
   for (std::size_t i = 0; i < d.variants.size(); ++i) {
     const replicas::Variant& v = d.variants[i];
     o << "  " << (d.majority ? (i == 0 ? "majority  " : "departing ") : "value     ")

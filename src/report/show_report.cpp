@@ -1,9 +1,12 @@
 #include "report/show_report.hpp"
 
 #include <charconv>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "report/schema.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::report {
 
@@ -116,6 +119,22 @@ std::string rank_line(const RankSummary& r) {
   return o.str();
 }
 
+std::string_view io_text(const log::Record& r) { return r.io == log::Io::other ? r.io_text : log::io_name(r.io); }
+
+// A step's records one a line, each call of a repeated op named as every text
+// names it (call_text): which occurrence of its (scope, op, io, name) it is,
+// of how many the step holds.
+void write_records(std::ostringstream& o, const log::SelectedStep& step) {
+  using Key = std::tuple<std::string_view, std::string_view, std::string_view, std::string_view>;
+  const auto key = [](const log::Record& r) { return Key{r.scope, r.op, io_text(r), r.name}; };
+  std::map<Key, int> calls, seen;
+  for (const auto& record : step.records) ++calls[key(record)];
+  for (const auto& record : step.records) {
+    const Key k = key(record);
+    o << "    " << with_call(record_line(record), seen[k]++, calls[k]) << "\n";
+  }
+}
+
 std::string selection_text(const log::Selection& s) {
   std::string out;
   if (s.step) out += "step " + std::to_string(*s.step);
@@ -131,8 +150,7 @@ std::string selection_text(const log::Selection& s) {
 
 std::string record_line(const log::Record& r) {
   std::string out = std::to_string(r.seq);
-  out += " " + or_dash(r.scope) + " " + or_dash(r.op) + " " +
-         or_dash(r.io == log::Io::other ? r.io_text : log::io_name(r.io)) + " " + or_dash(r.name) +
+  out += " " + or_dash(r.scope) + " " + or_dash(r.op) + " " + or_dash(io_text(r)) + " " + or_dash(r.name) +
          " " + or_dash(r.dtype) + " " + shape_text(r) + " " +
          (r.digest.empty() ? std::string("-") : r.digest.hex());
   if (r.has_value) out += " " + number_text(r.value);
@@ -214,7 +232,7 @@ std::string show_to_text(const RunSummary& s) {
       if (step.status != log::StepStatus::complete)
         o << " (" << log::status_name(step.status) << ")";
       o << ":\n";
-      for (const auto& record : step.records) o << "    " << record_line(record) << "\n";
+      write_records(o, step);
     }
   }
   return o.str();

@@ -4,6 +4,7 @@
 
 #include "report/diff_report.hpp"
 #include "report/schema.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::report {
 
@@ -60,9 +61,8 @@ nlohmann::json trial_json(const Trial& trial) {
 }
 
 std::string mismatch_line(const diff::Mismatch& m) {
-  std::string s = "step " + std::to_string(m.step) + ", rank " + std::to_string(m.rank) + ": " +
-                  m.scope + " " + m.op + " " + m.io + " " + m.name;
-  if (m.occurrence > 0) s += " #" + std::to_string(m.occurrence);
+  const std::string s = "step " + std::to_string(m.step) + ", rank " + std::to_string(m.rank) + ": " +
+                        with_call(m.scope + " " + m.op + " " + m.io + " " + m.name, m.occurrence, m.calls);
   return s + " (" + std::string(diff::kind_name(m.kind)) + ", " +
          std::string(diff::role_name(m.role)) + ")";
 }

@@ -6,6 +6,7 @@
 #include "report/diff_report.hpp"
 #include "report/replicas_report.hpp"
 #include "report/schema.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::report {
 
@@ -92,8 +93,9 @@ std::string watch_event_to_text(const watch::Event& e) {
       break;
     case watch::EventKind::rank_diverged: {
       const diff::Mismatch& m = *e.mismatch;
-      o << "watch: rank " << m.rank << " diverged at step " << m.step << ": seq " << m.seq << " " << m.scope << " "
-        << m.op << " " << m.io << " " << m.name << " (" << diff::kind_name(m.kind) << ", "
+      o << "watch: rank " << m.rank << " diverged at step " << m.step << ": seq " << m.seq << " "
+        << with_call(m.scope + " " + m.op + " " + m.io + " " + m.name, m.occurrence, m.calls) << " ("
+        << diff::kind_name(m.kind) << ", "
         << diff::role_name(m.role) << ")  A " << m.a_location << "  B " << m.b_location << "\n";
       break;
     }

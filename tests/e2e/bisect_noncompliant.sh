@@ -52,6 +52,6 @@ refused no-capture "replay of run A (capture): the workload left no usable captu
 runs splitk-second-call
 run_dtrace 0 bisect --launches --json --replay "$workload comply" a b
 json_is culprit.occurrence 1
-refused ignore-occurrence "replay of run A (confirm): the workload ignored DTRACE_OCCURRENCE=1: its repetitions ran call 1 of 2 of fwd/layer.0/mlp gemm_fc2 (input 'x' "
-err_has ") instead of call 2"
+refused ignore-occurrence "replay of run A (confirm): the workload ignored DTRACE_OCCURRENCE=1: its repetitions ran fwd/layer.0/mlp gemm_fc2, call 1 of 2 (input 'x' "
+err_has ") instead of call 2 of 2"
 echo ok

@@ -16,4 +16,4 @@ json_is first.role '"origin"'
 json_is compared.records 42
 
 run_dtrace 1 diff "$D/a" "$D/b"
-out_has "fwd/layer.0/mlp gemm_fc1 out y #1 (seq 3)"
+out_has "fwd/layer.0/mlp gemm_fc1 out y, call 2 of 2 (seq 3)"
