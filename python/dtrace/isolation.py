@@ -140,6 +140,13 @@ class Isolation:
 
 
 
+def call_text(occurrence: int) -> str:
+    """", call K" for a call after the first of an op (occurrence K-1), as
+    dtrace(1) writes a call in text (CALLS OF A REPEATED OP: counted from 1,
+    the first call unnamed); "" for the first."""
+    return f", call {occurrence + 1}" if occurrence > 0 else ""
+
+
 def find(recorder: Any, scope: str, op: str, io: int, name: str, occurrence: int) -> int:
     """The index of this rank's captured record (scope, op, io, name,
     occurrence), or CaptureError naming the capture and the record: an input
@@ -149,6 +156,6 @@ def find(recorder: Any, scope: str, op: str, io: int, name: str, occurrence: int
     index = native.captured_find(scope, op, io, name, occurrence)
     if index is None:
         kind = {v: k for k, v in _IOS.items()}.get(io, str(io))
-        raise CaptureError(f"{native.inputs_dir()}: no captured {kind} record '{name}' of {scope} {op} "
-                           f"(occurrence {occurrence}) for rank {recorder.rank}")
+        raise CaptureError(f"{native.inputs_dir()}: no captured {kind} record '{name}' of {scope} {op}"
+                           f"{call_text(occurrence)} for rank {recorder.rank}")
     return index

@@ -227,7 +227,7 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
                 grads.append((f"grad_output.{i}", t, g))
             if not grads:
                 raise CaptureError(f"{native.inputs_dir()}: no captured output gradient (grad_output.<i>) of "
-                                   f"{scope} {op} (occurrence {occ}) for rank {rec.rank}")
+                                   f"{scope} {op}{captured.call_text(occ)} for rank {rec.rank}")
             tensor_args = [t for _, t in flatten("input", list(args))]
             inputs = flatten("input", list(args)) + flatten("input", kwargs)
             # The same rule as the layer level's (hooks.py), on the whole module.

@@ -22,6 +22,7 @@
 
 #include "dtrace/recorder.hpp"
 #include "replicas/replicas.hpp"
+#include "util/words.hpp"
 
 struct dtrace_recorder {
   std::unique_ptr<dtrace::Recorder> recorder;  // null when open failed
@@ -616,9 +617,10 @@ int dtrace_recorder_captured_find(const dtrace_recorder* handle, const char* sco
         return;
       }
     }
-    throw Failure{DTRACE_ERROR_NOT_FOUND, "the capture holds no record " + std::string(scope) +
-                                              " " + op + " " + io_name + " '" + name +
-                                              "' occurrence " + std::to_string(occurrence)};
+    throw Failure{DTRACE_ERROR_NOT_FOUND,
+                  dtrace::with_call("the capture holds no record " + std::string(scope) + " " + op + " " +
+                                        io_name + " '" + name + "'",
+                                    occurrence, 0)};
   });
 }
 

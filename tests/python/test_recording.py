@@ -444,7 +444,7 @@ class Captures(unittest.TestCase):
         native = mock.Mock(captured_find=lambda *a: None, inputs_dir=lambda: "/cap")
         rec = mock.Mock(native=native, rank=2)
         with self.assertRaisesRegex(dtrace.CaptureError,
-                                    r"/cap: no captured in record 'x' of fwd/layer.1 gemm \(occurrence 1\) for rank 2"):
+                                    r"/cap: no captured in record 'x' of fwd/layer.1 gemm, call 2 for rank 2"):
             isolation.find(rec, "fwd/layer.1", "gemm", capi.IO_IN, "x", 1)
         native.captured_find = lambda scope, op, io, name, occ: 5 if (scope, op, io, name, occ) == (
             "fwd/layer.1", "gemm", capi.IO_IN, "x", 1) else None
