@@ -79,7 +79,9 @@ TEST_CASE("runner leaves no process of the workload running, in its group or esc
     CHECK(outcome->ok());
   }
   SECTION("the workload times out") {
-    auto outcome = run(Command{{"/bin/sh", "-c", script + "; sleep 1000"}, {}, "", 1, ""});
+    // Room for the script to start both processes and write their pids on a
+    // busy machine before the timeout (1 s did not always do).
+    auto outcome = run(Command{{"/bin/sh", "-c", script + "; sleep 1000"}, {}, "", 5, ""});
     REQUIRE(outcome.ok());
     CHECK(outcome->timed_out);
   }
