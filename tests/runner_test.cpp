@@ -79,7 +79,9 @@ TEST_CASE("runner leaves no process of the workload running, in its group or esc
     CHECK(outcome->ok());
   }
   SECTION("the workload times out") {
-    auto outcome = run(Command{{"/bin/sh", "-c", script + "; sleep 1000"}, {}, "", 1, ""});
+    // Room for the script to start both processes and write their pids on a
+    // busy machine before the timeout (1 s did not always do).
+    auto outcome = run(Command{{"/bin/sh", "-c", script + "; sleep 1000"}, {}, "", 5, ""});
     REQUIRE(outcome.ok());
     CHECK(outcome->timed_out);
   }
@@ -204,6 +206,15 @@ TEST_CASE("runner says whose stderr the command's is: the rank's own when the co
   REQUIRE(outcome->faults.size() == 1);
   CHECK(outcome->faults.front().pid == outcome->pid);
   CHECK(outcome->command_stderr_label() == "rank 0's stderr (the replay command's own)");
+  // A rank that fails before dtrace reads its "running" line: its exit line
+  // names its process (the C++ recorder's "exit CODE TIME PID").
+  dtrace::test::TempDir quick;
+  const std::string q = quick / "";
+  const std::string fails_at_once = "echo \"exit 3 $(date +%s%N) $$\" >" + q + "rank0.status; echo boom >&2; exit 3";
+  auto at_once = run(Command{{"/bin/sh", "-c", fails_at_once}, {}, "", 60, q});
+  REQUIRE(at_once.ok());
+  REQUIRE(at_once->faults.size() == 1);
+  CHECK(at_once->command_stderr_label() == "rank 0's stderr (the replay command's own)");
   // A launcher that starts the rank as another process: the command's stderr is the launcher's.
   dtrace::test::TempDir dir2;
   const std::string d2 = dir2 / "";
@@ -420,12 +431,33 @@ using dtrace::replay::SessionLaunch;
 // (argv[1] its rank), with faults on request: FAIL_AT=K (rank 1 writes
 // "exit 3" in request K's directory and exits 3), DIE_AFTER=K (rank 1 kills
 // itself after answering request K), HANG_AT=K (rank 1 never answers request
-// K), QUIT_AT=K (both ranks exit 0 at request K, answering nothing). Each
-// answer is a file "answer" holding its pid and the request's DTRACE_LEVEL.
+// K), QUIT_AT=K (both ranks exit 0 at request K, answering nothing);
+// END=exit|segv with END_IN=K or END_AFTER=K: rank 0 ends by _exit(5) or
+// SIGSEGV, writing nothing, once it has read request K (its "running" status
+// written) or once it has answered it; AHEAD=DIR: before answering request 0,
+// rank 0 writes its answer to the next request, "done", in DIR, and rank 1
+// there "running" when AHEAD_RUNNING=1, then both serve nothing more (so that
+// which rank answered request 1 before its timeout is known, whatever the
+// load). Each answer is a file "answer" holding its pid and the request's
+// DTRACE_LEVEL.
 constexpr char kServer[] = R"(
-import json, os, sys, time, signal
+import json, os, resource, sys, time, signal
 rank, d = int(sys.argv[1]), os.environ["DTRACE_SESSION"]
 at = lambda name: int(os.environ.get(name, "-1"))
+def end():
+    # Once dtrace watches this process (a pidfd on it), as it does a rank
+    # that has run a while: how it ends is then dtrace's to know.
+    mine, fdinfo = str(os.getpid()), f"/proc/{os.environ['DTRACE_PID']}/fdinfo"
+    def watched():
+        for f in os.listdir(fdinfo):
+            try:
+                if f"Pid:\t{mine}\n" in open(f"{fdinfo}/{f}").read(): return True
+            except OSError: pass  # closed since the listing
+        return False
+    while not watched(): time.sleep(0.01)
+    if os.environ["END"] == "exit": os._exit(5)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.kill(os.getpid(), signal.SIGSEGV)
 k = 0
 while True:
     f = f"{d}/request.{k}.json"
@@ -436,12 +468,20 @@ while True:
     status = lambda line: (open(f"{out}/rank{rank}.status.new", "w").write(line + "\n"), os.replace(f"{out}/rank{rank}.status.new", f"{out}/rank{rank}.status"))
     if k == at("QUIT_AT"): sys.exit(0)
     status(f"running {os.getpid()} 0 {k}")
+    if rank == 0 and k == at("END_IN"): end()
     if rank == 1 and k == at("FAIL_AT"):
         sys.stderr.write(f"rank 1 cannot serve request {k}\n"); sys.stderr.flush(); status("exit 3"); sys.exit(3)
     if rank == 1 and k == at("HANG_AT"): time.sleep(1000)
     open(f"{out}/answer{rank}", "w").write(f"{os.getpid()} {r['env'].get('DTRACE_LEVEL', '')}")
+    ahead = os.environ.get("AHEAD")
+    if ahead:
+        os.makedirs(ahead, exist_ok=True)
+        line = f"done {os.getpid()}" if rank == 0 else f"running {os.getpid()} 0 1" if os.environ.get("AHEAD_RUNNING") == "1" else ""
+        if line: open(f"{ahead}/rank{rank}.status", "w").write(line + "\n")
     status(f"done {os.getpid()} {time.time_ns()}")
+    if ahead: time.sleep(1000)
     if rank == 1 and k == at("DIE_AFTER"): os.kill(os.getpid(), signal.SIGKILL)
+    if rank == 0 and k == at("END_AFTER"): end()
     k += 1
 )";
 
@@ -454,6 +494,32 @@ Command session_command(const std::vector<std::pair<std::string, std::string>>& 
                    return e;
                  }(),
                  "", 60, ""};
+}
+
+// A job of one process, rank 0, with no launcher: the replay command is the rank.
+Command one_process_session(const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  return Command{{"python3", "-c", kServer, "0"}, env, "", 60, ""};
+}
+
+// The state of process PID ('R', 'S', 'Z', ...), '-' when there is none.
+char pid_state(const std::string& pid_text) {
+  std::ifstream stat("/proc/" + pid_text + "/stat");
+  std::string skip, state;
+  return stat >> skip >> skip >> state ? state.front() : '-';
+}
+
+// Whether this kernel keeps a reaped process's exit status for a pidfd held
+// on it (Linux 6.15): without it, how a rank that its launcher reaped at once
+// ended is not known.
+bool kernel_keeps_reaped_status() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(5);
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+  ::waitpid(child, nullptr, 0);
+  if (fd < 0) return false;
+  const auto status = dtrace::replay::reaped_wait_status(fd);
+  ::close(fd);
+  return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 5;
 }
 
 std::string read_text(const std::string& path) {
@@ -543,18 +609,50 @@ TEST_CASE("a session's rank that ends between requests fails the next request") 
   CHECK(failed->faults.front().rank == 1);
 }
 
-TEST_CASE("a session's request that is not answered in time names the rank that hangs") {
+TEST_CASE("a session's request that is not answered in time names every rank that did not answer") {
+  using Kind = dtrace::replay::RankFault::Kind;
   dtrace::test::TempDir dir;
-  auto session = SessionLaunch::start(session_command({{"HANG_AT", "0"}}), dir / "session", 2);
+  // Request 1 is answered by rank 0 before it is sent (AHEAD), and rank 1
+  // either has started it and hangs, or never reads it: what each rank did by
+  // the timeout does not depend on how busy the machine is.
+  const bool running = GENERATE(true, false);
+  CAPTURE(running);
+  auto session = SessionLaunch::start(
+      session_command({{"AHEAD", dir / "r1"}, {"AHEAD_RUNNING", running ? "1" : "0"}}), dir / "session", 2);
   REQUIRE(session.ok());
   dir.path("r0/x");
-  auto outcome = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 1.5);
+  auto answered = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 60);
+  REQUIRE(answered.ok());
+  REQUIRE(answered->ok());
+  const std::string rank1 = read_text(dir / "r0/answer1");
+  auto outcome = (*session)->request({{"DTRACE_OUT_DIR", dir / "r1"}}, dir / "r1", 1);
   REQUIRE(outcome.ok());
   CHECK(outcome->timed_out);
   REQUIRE(outcome->faults.size() == 1);  // rank 0 answered
   CHECK(outcome->faults.front().rank == 1);
-  CHECK(outcome->faults.front().kind == dtrace::replay::RankFault::Kind::hung);
+  CHECK(outcome->faults.front().kind == (running ? Kind::hung : Kind::unstarted));
+  CHECK(outcome->describe() ==
+        "timed out after 1 s: rank 1 " + (running ? std::string("hangs (at step 0 after 1 records)")
+                                                  : "had not read the request (its process " +
+                                                        rank1.substr(0, rank1.find(' ')) + " still ran)"));
   CHECK_FALSE((*session)->serving());
+}
+
+TEST_CASE("a timed-out request that no rank had started names every rank and says none had") {
+  dtrace::test::TempDir dir;
+  // A session whose ranks never start (the job's start-up outlives the timeout).
+  auto session = SessionLaunch::start(Command{{"sleep", "1000"}, {}, "", 60, ""}, dir / "session", 2);
+  REQUIRE(session.ok());
+  dir.path("r0/x");
+  auto outcome = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 1);
+  REQUIRE(outcome.ok());
+  CHECK(outcome->timed_out);
+  REQUIRE(outcome->faults.size() == 2);
+  for (int rank : {0, 1}) {
+    CHECK(outcome->faults[rank].rank == rank);
+    CHECK(outcome->faults[rank].kind == dtrace::replay::RankFault::Kind::unstarted);
+  }
+  CHECK(outcome->describe() == "timed out after 1 s: no rank had started (ranks 0, 1 wrote no status)");
 }
 
 TEST_CASE("a session whose workload exits 0 without answering is not answered") {
@@ -586,4 +684,88 @@ TEST_CASE("ending one session leaves another session's processes running") {
   auto again = (*b)->request({{"DTRACE_OUT_DIR", dir / "rb2"}}, dir / "rb2", 30);
   REQUIRE(again.ok());
   CHECK(again->ok());
+}
+
+TEST_CASE("a session's rank that ends in a request or between requests is named with its exit status or signal") {
+  using Kind = dtrace::replay::RankFault::Kind;
+  const std::string end = GENERATE("exit", "segv");
+  const bool between = GENERATE(false, true);
+  // One process that is rank 0 itself (dtrace reaps it), and two ranks
+  // under a launcher that reaps them at once (sh's wait).
+  const bool launcher = GENERATE(false, true);
+  CAPTURE(end, between, launcher);
+  if (launcher && !kernel_keeps_reaped_status()) {
+    WARN("this kernel keeps no reaped process's exit status (PIDFD_INFO_EXIT, Linux 6.15): not checked");
+    return;
+  }
+  dtrace::test::TempDir dir;
+  // Request 0 is answered; rank 0 ends in request 1 or before it reads it.
+  const std::vector<std::pair<std::string, std::string>> env{
+      {"END", end}, {between ? "END_AFTER" : "END_IN", between ? "0" : "1"}, {"DTRACE_PID", std::to_string(::getpid())}};
+  auto session = SessionLaunch::start(launcher ? session_command(env) : one_process_session(env), dir / "session",
+                                      launcher ? 2 : 1);
+  REQUIRE(session.ok());
+  dir.path("r0/x");
+  dir.path("r1/x");
+  auto answered = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 60);
+  REQUIRE(answered.ok());
+  REQUIRE(answered->ok());
+  auto outcome = (*session)->request({{"DTRACE_OUT_DIR", dir / "r1"}}, dir / "r1", 60);
+  REQUIRE(outcome.ok());
+  CHECK_FALSE(outcome->timed_out);
+  REQUIRE_FALSE(outcome->faults.empty());
+  const auto& fault = outcome->faults.front();
+  CHECK(fault.rank == 0);
+  CHECK(fault.kind == (end == "exit" ? Kind::exited : Kind::signaled));
+  CHECK(fault.code == (end == "exit" ? 5 : SIGSEGV));
+  CHECK(fault.answered == (between ? 0 : -1));
+  CHECK(outcome->request == 1);
+  const std::string how = end == "exit" ? "rank 0 exited with status 5" : "rank 0 was killed by signal 11 (";
+  CHECK_THAT(outcome->describe(), Catch::StartsWith(how));
+  CHECK((outcome->describe().find("after answering request 0, before it read the next") != std::string::npos) ==
+        between);
+}
+
+TEST_CASE("a launch of one process that ends without writing its exit is named with its status or signal") {
+  using Kind = dtrace::replay::RankFault::Kind;
+  const std::string end = GENERATE("exit 5", "kill -SEGV $$");
+  CAPTURE(end);
+  dtrace::test::TempDir dir;
+  const std::string d = dir / "";
+  // The rank's status file says it runs; the process ends without a word (a
+  // shell writes no "exit" line, as _exit(2) or a crash in a recorder's program).
+  auto outcome = run(Command{{"/bin/sh", "-c", "echo \"running $$\" >" + d + "rank0.status; " + end}, {}, "", 60, d});
+  REQUIRE(outcome.ok());
+  REQUIRE(outcome->faults.size() == 1);
+  CHECK(outcome->faults.front().kind == (end == "exit 5" ? Kind::exited : Kind::signaled));
+  CHECK(outcome->faults.front().code == (end == "exit 5" ? 5 : SIGSEGV));
+}
+
+TEST_CASE("a session whose process is gone is left to its own launch when another session fails") {
+  dtrace::test::TempDir dir;
+  // Side B's process answers and exits 5; then side A's request fails and A
+  // ends. B's process is B's to reap: ending A neither takes its exit status
+  // nor leaves B's end waiting for a process that is gone (for its 10 s).
+  const std::string self = std::to_string(::getpid());
+  auto a = SessionLaunch::start(one_process_session({{"END", "exit"}, {"END_IN", "1"}, {"DTRACE_PID", self}}),
+                                dir / "a", 1);
+  auto b = SessionLaunch::start(one_process_session({{"END", "exit"}, {"END_AFTER", "0"}, {"DTRACE_PID", self}}),
+                                dir / "b", 1);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  for (const char* d : {"a0", "a1", "b0", "b1"}) dir.path(std::string(d) + "/x");
+  REQUIRE((*a)->request({{"DTRACE_OUT_DIR", dir / "a0"}}, dir / "a0", 60)->ok());
+  REQUIRE((*b)->request({{"DTRACE_OUT_DIR", dir / "b0"}}, dir / "b0", 60)->ok());
+  const std::string b0 = read_text(dir / "b0/answer0");
+  const std::string b_pid = b0.substr(0, b0.find(' '));
+  for (int i = 0; i < 30000 && pid_state(b_pid) != 'Z'; ++i) ::usleep(1000);
+  REQUIRE(pid_state(b_pid) == 'Z');  // B's process exited; nobody has reaped it
+  auto failed = (*a)->request({{"DTRACE_OUT_DIR", dir / "a1"}}, dir / "a1", 60);
+  REQUIRE(failed.ok());
+  CHECK_FALSE(failed->ok());
+  CHECK(pid_state(b_pid) == 'Z');  // still B's zombie: A's end did not reap it
+  auto gone = (*b)->request({{"DTRACE_OUT_DIR", dir / "b1"}}, dir / "b1", 60);
+  REQUIRE(gone.ok());
+  CHECK(gone->describe() == "rank 0 exited with status 5 after answering request 0, before it read the next");
+  CHECK(pid_state(b_pid) == '-');
 }

@@ -265,9 +265,10 @@ TEST_CASE("a process that fails in a request leaves its exit code in that reques
   write_env_request(session_dir, 0, step_replay(dir / "a"));
   write_env_request(session_dir, 1, step_replay(dir / "b"));
   write_env_request(session_dir, 2, step_replay(dir / "c"));
+  pid_t child = 0;
   auto run_child = [&](int fail_in) {
     std::fflush(nullptr);
-    const pid_t child = ::fork();
+    child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
       auto session = open_session(session_dir, {1});
@@ -288,6 +289,11 @@ TEST_CASE("a process that fails in a request leaves its exit code in that reques
   CHECK(run_child(1) == 7);
   CHECK(status_of(dir / "a", 1).starts_with("done "));
   CHECK(status_of(dir / "b", 1).starts_with("exit 7 "));
+  // "exit CODE TIME PID": whose exit it is, for a reader that never saw its "running" line.
+  std::istringstream exit_line(status_of(dir / "b", 1));
+  std::string word, code, time, pid;
+  exit_line >> word >> code >> time >> pid;
+  CHECK(pid == std::to_string(child));
   CHECK_FALSE(fs::exists(dir / "c"));
 
   // Served to the end, the exit 0 reaches no request's status: done stays.

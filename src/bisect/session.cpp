@@ -48,6 +48,31 @@ std::string last_lines(const std::string& text, int count) {
   return text.substr(begin, end + 1 - begin);
 }
 
+// Which of a session's requests failed and what it asked (" in request 3 of
+// its replay session (step 7, level kernel, scope fwd/layer.1, capture)"):
+// the stage alone does not say which of the session's answers the failure
+// came after. Empty for a launch (-1), whose variables the progress shows.
+std::string session_request(int number, const Variables& variables) {
+  if (number < 0) return {};
+  const auto value = [&](const char* name) -> std::string {
+    const auto it = std::find_if(variables.begin(), variables.end(), [&](const auto& v) { return v.first == name; });
+    return it == variables.end() ? std::string() : it->second;
+  };
+  std::string asked;
+  const auto add = [&](const std::string& part) { asked += (asked.empty() ? "" : ", ") + part; };
+  if (const std::string isolate = value("DTRACE_ISOLATE"); !isolate.empty()) {
+    add("isolate " + isolate);
+    if (const std::string call = value("DTRACE_OCCURRENCE"); !call.empty()) add("call " + call);
+    if (const std::string repeat = value("DTRACE_REPEAT"); !repeat.empty()) add(repeat + " repetitions");
+  } else {
+    if (const std::string step = value("DTRACE_REPLAY_STEP"); !step.empty()) add("step " + step);
+    if (const std::string level = value("DTRACE_LEVEL"); !level.empty()) add("level " + level);
+    if (const std::string scope = value("DTRACE_SCOPE"); !scope.empty()) add("scope " + scope);
+    if (!value("DTRACE_CAPTURE").empty()) add("capture");
+  }
+  return " in request " + std::to_string(number) + " of its replay session" + (asked.empty() ? "" : " (" + asked + ")");
+}
+
 }  // namespace
 
 Session::Session(const Options& opts, const Progress& progress, const StageNote& note, Report& rep)
@@ -104,6 +129,7 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   }
   command.cwd = side.cwd;
   command.timeout_s = options.timeout_s;
+  command.ranks = side.world_size;
   // dtrace-replay/1.1 (man/dtrace-fp.5): the replay's directory, where each
   // process of a job started through a launcher writes its rank's records and
   // status; a one-process workload writes DTRACE_OUT inside it. Either way the
@@ -156,8 +182,8 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
   report.replays.push_back(record);
   if (progress_) progress_(record, true);
   if (!outcome->ok()) {
-    std::string message = "replay of run " + std::string(1, side.name) + " (" + stage + ") failed: " +
-                          outcome->describe();
+    std::string message = "replay of run " + std::string(1, side.name) + " (" + stage + ") failed" +
+                          session_request(outcome->request, variables) + ": " + outcome->describe();
     // A failed rank's own stderr, or that it has none; then the launcher's,
     // named as the launcher's (torchrun's, when the ranks' go to it).
     if (const std::string said = last_lines(outcome->relevant_stderr(), 10); !said.empty()) {

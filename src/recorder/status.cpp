@@ -73,15 +73,17 @@ OpenFiles& open_files() {
   return *files;
 }
 
-// "exit CODE TIME": TIME, the wall clock in nanoseconds when the process
+// "exit CODE TIME PID": TIME, the wall clock in nanoseconds when the process
 // exits, orders this rank's failure against the others' (dtrace-fp(5)): a
 // file's modification time is too coarse for ranks that fail together, and a
-// killed rank, which writes nothing, is ordered by dtrace from its end.
+// killed rank, which writes nothing, is ordered by dtrace from its end. PID
+// names the process that failed when dtrace never read its "running" line.
 void write_exit_status(int code, void*) {
   OpenFiles& files = open_files();
   std::lock_guard lock(files.mutex);
   char text[64];
-  std::snprintf(text, sizeof text, "exit %d %lld", code, static_cast<long long>(now_ns()));
+  std::snprintf(text, sizeof text, "exit %d %lld %ld", code, static_cast<long long>(now_ns()),
+                static_cast<long>(::getpid()));
   for (const auto& entry : files.entries) {
     if (!entry->finished) write_line(entry->fd, text);
   }

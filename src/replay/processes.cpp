@@ -1,11 +1,13 @@
 #include "replay/processes.hpp"
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -68,6 +70,27 @@ std::set<ProcessKey> keys_of(const std::vector<Process>& processes) {
   std::set<ProcessKey> out;
   for (const Process& process : processes) out.insert({process.pid, process.start});
   return out;
+}
+
+// How the process of `pidfd` ended, once its parent has reaped it: the
+// kernel keeps a reaped process's wait status for whoever holds a pidfd on it
+// (PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux 6.15; the struct and request as
+// in linux/pidfd.h, which older headers lack). A launcher that reaps a rank at
+// once (a shell's wait, torchrun) otherwise leaves nothing of how it ended.
+// nullopt before it is reaped, or on an older kernel.
+std::optional<int> reaped_wait_status(int pidfd) {
+  struct PidfdInfo {
+    std::uint64_t mask, cgroupid;
+    std::uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    std::int32_t exit_code;
+  };
+  static_assert(sizeof(PidfdInfo) == 64, "PIDFD_INFO_SIZE_VER0");
+  constexpr unsigned long kGetInfo = _IOWR(0xFF, 11, PidfdInfo);
+  constexpr std::uint64_t kInfoExit = 1u << 3;
+  PidfdInfo info{};
+  info.mask = kInfoExit;
+  if (::ioctl(pidfd, kGetInfo, &info) != 0 || (info.mask & kInfoExit) == 0) return std::nullopt;
+  return info.exit_code;
 }
 
 // Sends SIGKILL to PROCESS, found below ours by a walk of /proc, and to no

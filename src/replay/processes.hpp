@@ -25,6 +25,10 @@ struct Process {
 // A process as /proc/PID/stat describes it now; nullopt when it is gone.
 std::optional<Process> describe_process(pid_t pid);
 
+// How the process a pidfd names ended, once its parent reaped it (Linux
+// 6.15, PIDFD_INFO_EXIT); nullopt before that or on an older kernel.
+std::optional<int> reaped_wait_status(int pidfd);
+
 using ProcessKey = std::pair<pid_t, unsigned long long>;  // pid and start time
 
 // Every process below ours (children, theirs, ...) from /proc, leaving out

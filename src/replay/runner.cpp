@@ -160,7 +160,12 @@ std::optional<RankStatus> read_status(const std::filesystem::path& file, int ran
   if (word == "exit") {
     if (!(words >> status.code)) return std::nullopt;  // half written: read again later
     status.exited = true;
-    if (std::int64_t time; words >> time && time > 0) status.exit_ns = time;
+    // "exit CODE [TIME [PID]]": the pid says whose exit it is when dtrace
+    // never read the rank's "running PID" (it failed within one look).
+    if (std::int64_t time; words >> time && time > 0) {
+      status.exit_ns = time;
+      if (long pid; words >> pid && pid > 0) status.pid = pid;
+    }
   } else if (word == "done") {
     // "done PID [TIME]": the pid keeps the rank's process watched between
     // requests even when dtrace never read its "running" line.
@@ -256,15 +261,7 @@ RankFault fault_of(const RankStatus& status, const std::string& dir, const std::
   return fault;
 }
 
-// Whether ranks 0 .. ranks-1 all say "done" in `dir` (a session's request answered).
-bool all_done(const std::string& dir, int ranks) {
-  const auto statuses = read_statuses(dir);
-  for (int rank = 0; rank < ranks; ++rank) {
-    const auto it = statuses.find(rank);
-    if (it == statuses.end() || !it->second.done) return false;
-  }
-  return true;
-}
+
 
 std::int64_t wall_ns() {
   timespec now{};
@@ -290,6 +287,7 @@ class RankWatch {
   RankWatch() : epoll_(::epoll_create1(EPOLL_CLOEXEC)), most_(most_pidfds()) {}
   ~RankWatch() {
     for (const auto& [pid, fd] : pidfds_) ::close(fd);
+    for (const auto& [pid, fd] : ended_fds_) ::close(fd);
     if (epoll_ >= 0) ::close(epoll_);
   }
   RankWatch(const RankWatch&) = delete;
@@ -306,7 +304,9 @@ class RankWatch {
     if (epoll_ < 0 || pid <= 0 || pidfds_.contains(pid) || ends_.contains(pid) || unwatched_.contains(pid)) {
       return;
     }
-    const int fd = pidfds_.size() < most_ ? static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0)) : -1;
+    const int fd = pidfds_.size() + ended_fds_.size() < most_
+                       ? static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0))
+                       : -1;
     if (fd < 0) {
       unwatched_.insert(pid);
       return;
@@ -314,7 +314,12 @@ class RankWatch {
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.u64 = static_cast<std::uint64_t>(pid);
-    if (readable(fd) || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) {
+    if (readable(fd)) {  // a zombie: kept for how it ended once its launcher reaps it
+      ended_fds_[pid] = fd;
+      unwatched_.insert(pid);
+      return;
+    }
+    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0) {
       ::close(fd);
       unwatched_.insert(pid);
       return;
@@ -349,8 +354,9 @@ class RankWatch {
         const long pid = static_cast<long>(events[i].data.u64);
         ends_[pid] = End{next_position_++, now};
         if (const auto it = pidfds_.find(pid); it != pidfds_.end()) {
+          // Kept open: once the launcher reaps the process, it still says how it ended.
           ::epoll_ctl(epoll_, EPOLL_CTL_DEL, it->second, nullptr);
-          ::close(it->second);
+          ended_fds_[pid] = it->second;
           pidfds_.erase(it);
         }
       }
@@ -373,6 +379,21 @@ class RankWatch {
     return it->second;
   }
 
+  // Process PID, dtrace's own child (a job of one process: the replay command
+  // is the rank), was reaped by dtrace with WAIT_STATUS: no zombie is left to
+  // read it from.
+  void reaped(long pid, int wait_status) { reaped_[pid] = wait_status; }
+
+  // How process PID ended, when it is gone and no zombie says: reaped by
+  // dtrace, or by its launcher while dtrace held a pidfd on it.
+  std::optional<int> reaped_status(long pid) const {
+    if (const auto it = reaped_.find(pid); it != reaped_.end()) return it->second;
+    for (const auto* fds : {&ended_fds_, &pidfds_}) {
+      if (const auto it = fds->find(pid); it != fds->end()) return reaped_wait_status(it->second);
+    }
+    return std::nullopt;
+  }
+
  private:
   // A quarter of the process's descriptors at most: dtrace still has to open
   // the ranks' status files and walk /proc with the rest (a pidfd on each of
@@ -392,10 +413,28 @@ class RankWatch {
   std::size_t most_ = 0;
   std::size_t next_position_ = 0;
   std::map<long, int> pidfds_;
+  std::map<long, int> ended_fds_;  // pidfds of ended processes (reaped_status)
+  std::map<long, int> reaped_;     // wait statuses of dtrace's own children it reaped
   std::map<long, End> ends_;
   std::set<long> unwatched_;
   std::map<int, long> rank_pids_;
 };
+
+// Whether ranks 0 .. ranks-1 all say "done" in `dir` (a session's request
+// answered). Each one's process is watched from here on: one that wrote
+// "running" and "done" between two looks is watched until the next request
+// all the same, so that how it ends between requests is known.
+bool all_done(const std::string& dir, int ranks, RankWatch& watch) {
+  const auto statuses = read_statuses(dir);
+  for (const auto& [rank, status] : statuses) {
+    if (status.done) watch.watch(rank, status.pid);
+  }
+  for (int rank = 0; rank < ranks; ++rank) {
+    const auto it = statuses.find(rank);
+    if (it == statuses.end() || !it->second.done) return false;
+  }
+  return true;
+}
 
 // The ranks that have failed by now, the first to fail first (dtrace-fp(5)):
 // "exit CODE" with CODE != 0, or "running PID" with PID gone. A process that
@@ -412,11 +451,16 @@ class RankWatch {
 // when no rank wrote one (it ended before dtrace could even watch it).
 // A file's mtime alone named a killed rank's last progress, not its end.
 //
-// In a session (`session`), a rank whose process an earlier request named and
-// that has ended without a status in this request's `dir` failed too: it ended
-// between requests. A rank that says "done" has answered.
-std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, bool session,
+// In a session (`request`, the request's number, >= 0), a rank whose process
+// an earlier request named and that has ended without a status in this
+// request's `dir` failed too: it ended between requests, after answering the
+// one before. A rank that says "done" has answered.
+//
+// How a rank that wrote nothing ended is read from its zombie, else from what
+// dtrace kept when it or the launcher reaped it (RankWatch::reaped_status).
+std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, int request,
                                     const std::string& stderr_dir) {
+  const bool session = request >= 0;
   struct Failure {
     RankFault fault;
     long pid = 0;                     // its process, when dtrace read it
@@ -427,6 +471,7 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, bo
   std::vector<Failure> failed;
   std::vector<long> ended;
   auto statuses = read_statuses(dir);
+  std::set<int> between;  // ranks with no status in this request's directory
   if (session) {
     // Read as the status it last wrote, "running PID", in a request it had not reached.
     for (const auto& [rank, pid] : watch.rank_pids()) {
@@ -435,15 +480,18 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, bo
       status.rank = rank;
       status.pid = pid;
       statuses[rank] = status;
+      between.insert(rank);
     }
   }
   for (const auto& [rank, status] : statuses) {
-    if (!status.exited) watch.watch(rank, status.pid);
+    if (!status.exited || status.pid > 0) watch.watch(rank, status.pid);
     if (status.done) continue;
     Failure failure;
     failure.fault = fault_of(status, dir, stderr_dir);
     failure.pid = watch.pid_of(rank);
     RankFault& fault = failure.fault;
+    if (fault.pid <= 0) fault.pid = failure.pid;  // an exit line without its pid
+    if (between.contains(rank)) fault.answered = request - 1;
     if (status.exited) {
       if (status.code == 0 && !session) continue;  // in a session, an exit before "done" is a failure
       fault.kind = RankFault::Kind::exited;
@@ -456,8 +504,9 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, bo
     }
     const bool watched = watch.watched(status.pid);
     if (watched && !watch.ended(status.pid)) continue;
-    const ProcessEnd end = process_end(status.pid);
+    ProcessEnd end = process_end(status.pid);
     if (!watched && !end.gone) continue;
+    if (end.gone && !end.wait_status) end.wait_status = watch.reaped_status(status.pid);
     if (auto again = read_status(std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".status"), rank);
         again && again->exited) {
       if (again->code == 0 && !session) continue;
@@ -510,20 +559,36 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, bo
 }
 
 // At a timeout: the ranks still running, those furthest behind (lowest step,
-// then seq) first as hung, the others as waiting for them.
-std::vector<RankFault> hung_ranks(const std::string& dir, const std::string& stderr_dir) {
+// then seq) first as hung, the others as waiting for them; then, when the
+// job's `ranks` are known, every one of them with no status in `dir` (it had
+// not started, or in a session had not read the request: `watch` knows its
+// process from an earlier one), so that a timeout always names who did not
+// answer. A launch whose ranks wrote no status at all may be of a workload
+// that writes none (dtrace-replay/1.0): nobody is named then; a session's
+// ranks always write one.
+std::vector<RankFault> hung_ranks(const std::string& dir, const std::string& stderr_dir, int ranks,
+                                  const RankWatch& watch, bool session) {
   std::vector<RankFault> running;
-  for (const auto& [rank, status] : read_statuses(dir)) {
+  const auto statuses = read_statuses(dir);
+  for (const auto& [rank, status] : statuses) {
     if (status.exited || status.done || process_end(status.pid).gone) continue;
     running.push_back(fault_of(status, dir, stderr_dir));
   }
-  if (running.empty()) return running;
   const auto behind = [](const RankFault& x, const RankFault& y) {
     return std::pair{x.step, x.seq} < std::pair{y.step, y.seq};
   };
   std::stable_sort(running.begin(), running.end(), behind);
   for (RankFault& fault : running) {
     fault.kind = behind(running.front(), fault) ? RankFault::Kind::waiting : RankFault::Kind::hung;
+  }
+  for (int rank = 0; rank < ranks && (session || !statuses.empty()); ++rank) {
+    if (statuses.contains(rank)) continue;
+    RankStatus status;
+    status.rank = rank;
+    status.pid = watch.pid_of(rank);
+    RankFault fault = fault_of(status, dir, stderr_dir);
+    fault.kind = RankFault::Kind::unstarted;
+    running.push_back(std::move(fault));
   }
   return running;
 }
@@ -543,17 +608,24 @@ std::string RankFault::describe() const {
   const std::string who = "rank " + std::to_string(rank);
   const std::string where =
       step >= 0 ? " (at step " + std::to_string(step) + " after " + std::to_string(seq) + " records)" : "";
+  // A session's rank that ended between requests failed in none of them.
+  const std::string when =
+      answered >= 0 ? " after answering request " + std::to_string(answered) + ", before it read the next" : "";
   switch (kind) {
     case Kind::exited:
       // Status 0 is a failure only in a session, where a rank answers a request before it exits.
-      return who + " exited with status " + std::to_string(code) + (code == 0 ? " without answering the request" : "");
+      return who + " exited with status " + std::to_string(code) +
+             (answered >= 0 ? when : code == 0 ? " without answering the request" : "");
     case Kind::signaled:
-      return who + " was killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
+      return who + " was killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")" + when;
     case Kind::vanished:
-      return who + " ended without writing its exit status (process " + std::to_string(pid) +
+      return who + " ended without writing its exit status" + when + " (process " + std::to_string(pid) +
              " is gone: killed by a signal, or it exited without its recorder)";
     case Kind::hung: return who + " hangs" + where;
     case Kind::waiting: return who + " was waiting" + where;
+    case Kind::unstarted:
+      return pid > 0 ? who + " had not read the request (its process " + std::to_string(pid) + " still ran)"
+                     : who + " had not started (it wrote no status)";
   }
   return who;
 }
@@ -582,21 +654,28 @@ std::string Outcome::command_stderr_label() const {
 }
 
 std::string Outcome::describe() const {
-  if (!faults.empty()) {
-    std::vector<const RankFault*> named, others;
+  if (!faults.empty() && timed_out) {
+    // Every rank that did not answer is named: those that hang, those that
+    // had not started, and those that waited for them.
+    std::vector<const RankFault*> named, waiting, silent;
     for (const RankFault& fault : faults) {
-      const bool first = timed_out ? fault.kind == RankFault::Kind::hung : &fault == &faults.front();
-      (first ? named : others).push_back(&fault);
+      if (fault.kind == RankFault::Kind::waiting) waiting.push_back(&fault);
+      else named.push_back(&fault);
+      if (fault.kind == RankFault::Kind::unstarted && fault.pid <= 0) silent.push_back(&fault);
     }
-    std::string text;
-    if (timed_out) {
-      text = "timed out after " + std::to_string(static_cast<long>(seconds)) + " s: ";
-      for (std::size_t i = 0; i < named.size(); ++i) text += (i > 0 ? "; " : "") + named[i]->describe();
-      if (!others.empty()) text += "; " + rank_list(others) + " waited for it";
-      return text;
+    std::string text = "timed out after " + std::to_string(static_cast<long>(seconds)) + " s: ";
+    if (silent.size() == faults.size()) return text + "no rank had started (" + rank_list(silent) + " wrote no status)";
+    for (std::size_t i = 0; i < named.size(); ++i) text += (i > 0 ? "; " : "") + named[i]->describe();
+    if (!waiting.empty()) text += "; " + rank_list(waiting) + " waited for " + (named.size() == 1 ? "it" : "them");
+    return text;
+  }
+  if (!faults.empty()) {
+    std::string text = faults.front().describe();
+    if (faults.size() > 1) {
+      std::vector<const RankFault*> others;
+      for (std::size_t i = 1; i < faults.size(); ++i) others.push_back(&faults[i]);
+      text += " (then " + rank_list(others) + " failed too)";
     }
-    text = named.front()->describe();
-    if (!others.empty()) text += " (then " + rank_list(others) + " failed too)";
     return text;
   }
   if (timed_out) return "timed out after " + std::to_string(static_cast<long>(seconds)) + " s";
@@ -607,11 +686,13 @@ std::string Outcome::describe() const {
 
 namespace {
 
-// The live launches' tags (as in /proc/PID/environ): ending one launch while
-// another runs (bisect keeps a session per side) kills none of the other's.
-std::set<std::string>& live_tags() {
-  static std::set<std::string> tags;
-  return tags;
+// The live launches, by tag (as in /proc/PID/environ), with their launcher's
+// pid: ending one launch while another runs (bisect keeps a session per side)
+// kills none of the other's processes and reaps none of them, its launcher's
+// zombie included (its exit status is the other launch's to read).
+std::map<std::string, pid_t>& live_launches() {
+  static std::map<std::string, pid_t> launches;
+  return launches;
 }
 
 }  // namespace
@@ -685,7 +766,7 @@ class Launch {
       ::_exit(127);
     }
     pid_ = pid;
-    live_tags().insert(tag_);
+    live_launches()[tag_] = pid;
     ::setpgid(pid, pid);
     ::close(err_pipe[1]);
     ::close(exec_pipe[1]);
@@ -702,12 +783,15 @@ class Launch {
   }
 
   // What a wait watches: the ranks' status files in `rank_dir` (none when
-  // empty); with `answered_by` > 0 it ends once ranks 0 .. answered_by-1 all
-  // say "done" there (a session's request), else when the launcher exits.
+  // empty) of the job's `ranks` (0: unknown); for a session's request number
+  // `request` (>= 0) it ends once ranks 0 .. ranks-1 all say "done" there,
+  // else when the launcher exits.
   struct Watch {
     std::string rank_dir;
-    int answered_by = 0;
+    int ranks = 0;
+    int request = -1;
     std::string stderr_dir;  // where a rank's stderr is when rank_dir has none (a session's)
+    bool session() const { return request >= 0; }
   };
   enum class Ended { exited, answered, failed, timed_out, stopped };
 
@@ -721,7 +805,7 @@ class Launch {
     // the request directory is watched (inotify) so that its answer is read
     // then, not at the next 50 ms look (eight requests waited 60 ms each).
     // Status files rewritten at every scope wake it at most every few ms.
-    const int changes = what.answered_by > 0 ? ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK) : -1;
+    const int changes = what.session() ? ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK) : -1;
     if (changes >= 0 && ::inotify_add_watch(changes, what.rank_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY) < 0) {
       ::close(changes);
     }
@@ -736,7 +820,7 @@ class Launch {
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
         outcome.timed_out = true;
-        if (!what.rank_dir.empty()) outcome.faults = hung_ranks(what.rank_dir, what.stderr_dir);
+        if (!what.rank_dir.empty()) outcome.faults = hung_ranks(what.rank_dir, what.stderr_dir, what.ranks, watch_, what.session());
         return Ended::timed_out;
       }
       // The ranks' status files are read every few polls: a failed rank stops
@@ -744,9 +828,9 @@ class Launch {
       // timeout.
       if (!what.rank_dir.empty() && now >= next_look) {
         next_look = now + std::chrono::milliseconds(50);
-        outcome.faults = failed_ranks(what.rank_dir, watch_, what.answered_by > 0, what.stderr_dir);
+        outcome.faults = failed_ranks(what.rank_dir, watch_, what.request, what.stderr_dir);
         if (!outcome.faults.empty()) return Ended::failed;
-        if (what.answered_by > 0 && all_done(what.rank_dir, what.answered_by)) return Ended::answered;
+        if (what.session() && all_done(what.rank_dir, what.ranks, watch_)) return Ended::answered;
       }
       // Waits for stderr and for the end of a watched rank, taken at once so
       // that its time is close to the end's.
@@ -754,7 +838,7 @@ class Launch {
       if (::poll(fds, 3, pipe_open_ ? 20 : 5) > 0) {
         if (fds[0].revents != 0) {
           const ssize_t got = ::read(err_fd_, buffer, sizeof buffer);
-          if (got > 0) keep(buffer, got);
+          if (got > 0) keep_stderr(buffer, got);
           else pipe_open_ = false;
         }
         if (fds[1].revents != 0) watch_.collect();
@@ -764,19 +848,19 @@ class Launch {
           next_look = std::min(next_look, std::chrono::steady_clock::now() + std::chrono::milliseconds(2));
         }
       }
-      exited_ = ::waitpid(pid_, &status_, WNOHANG) == pid_;
+      reap(WNOHANG);
     }
     if (pipe_open_) {  // what it wrote just before exiting
       ::fcntl(err_fd_, F_SETFL, O_NONBLOCK);
-      for (ssize_t got; (got = ::read(err_fd_, buffer, sizeof buffer)) > 0;) keep(buffer, got);
+      for (ssize_t got; (got = ::read(err_fd_, buffer, sizeof buffer)) > 0;) keep_stderr(buffer, got);
       pipe_open_ = false;
     }
     // A rank whose process is gone while the launcher says all is well failed
     // too; in a session, so does the launcher's exit before every rank answered.
     if (!what.rank_dir.empty()) {
-      outcome.faults = failed_ranks(what.rank_dir, watch_, what.answered_by > 0, what.stderr_dir);
+      outcome.faults = failed_ranks(what.rank_dir, watch_, what.request, what.stderr_dir);
       if (!outcome.faults.empty()) return Ended::failed;
-      if (what.answered_by > 0 && all_done(what.rank_dir, what.answered_by)) return Ended::answered;
+      if (what.session() && all_done(what.rank_dir, what.ranks, watch_)) return Ended::answered;
     }
     return Ended::exited;
   }
@@ -786,27 +870,33 @@ class Launch {
   void finish(Outcome& outcome) {
     if (finished_ || pid_ <= 0) return;
     finished_ = true;
-    live_tags().erase(tag_);
+    live_launches().erase(tag_);
     ::kill(-pid_, SIGKILL);
-    if (!exited_) ::waitpid(pid_, &status_, 0);
+    if (!exited_) reap(0);
     kill_tagged(tag_);
     // Another live launch's processes (a session of the other side) are not
-    // this one's, though they too started after it.
+    // this one's, though they too started after it: its launcher (a zombie
+    // too, which has no environment left) and whatever carries its tag.
     std::set<ProcessKey> keep = before_;
-    if (!live_tags().empty()) {
+    if (!live_launches().empty()) {
       for (const Process& process : descendants(before_)) {
         const auto environ_file = std::filesystem::path("/proc") / std::to_string(process.pid) / "environ";
-        for (const std::string& other : live_tags()) {
-          if (carries_tag(environ_file, other)) keep.insert({process.pid, process.start});
+        for (const auto& [other, launcher] : live_launches()) {
+          if (process.pid == launcher || carries_tag(environ_file, other)) keep.insert({process.pid, process.start});
         }
       }
     }
     kill_descendants(keep);
-    if (err_fd_ >= 0) ::close(err_fd_);
+    if (err_fd_ >= 0) {  // what it wrote since the last read: a rank may have died after writing it
+      ::fcntl(err_fd_, F_SETFL, O_NONBLOCK);
+      char buffer[4096];
+      for (ssize_t got; pipe_open_ && (got = ::read(err_fd_, buffer, sizeof buffer)) > 0;) keep_stderr(buffer, got);
+      ::close(err_fd_);
+    }
     err_fd_ = -1;
     outcome.seconds = seconds();
     outcome.pid = pid_;
-    if (!outcome.timed_out) {  // after a rank failed: how the launcher ended when we killed it
+    if (!outcome.timed_out && status_known_) {  // after a rank failed: how the launcher ended when we killed it
       if (WIFEXITED(status_)) outcome.exit_code = WEXITSTATUS(status_);
       if (WIFSIGNALED(status_)) outcome.signal = WTERMSIG(status_);
     }
@@ -819,6 +909,9 @@ class Launch {
   bool exited() const { return exited_; }
   int exit_status() const { return status_; }
   // The last few KiB of its stderr, since the last take.
+  std::string stderr_tail() const {
+    return stderr_.size() > kTailBytes ? stderr_.substr(stderr_.size() - kTailBytes) : stderr_;
+  }
   std::string take_stderr() {
     std::string tail = std::move(stderr_);
     stderr_.clear();
@@ -827,7 +920,21 @@ class Launch {
   }
 
  private:
-  void keep(const char* buffer, ssize_t got) {
+  // Waits for the launcher (`options` WNOHANG: only when it has ended). Its
+  // wait status is kept for the rank whose process it is (a job of one
+  // process). A launcher that is no longer ours to wait for (ECHILD: reaped
+  // elsewhere) has ended too, how is unknown: waiting for it would last forever.
+  void reap(int options) {
+    const pid_t got = ::waitpid(pid_, &status_, options);
+    if (got == pid_) {
+      exited_ = status_known_ = true;
+      watch_.reaped(pid_, status_);
+    } else if (got < 0 && errno == ECHILD) {
+      exited_ = true;
+    }
+  }
+
+  void keep_stderr(const char* buffer, ssize_t got) {
     stderr_.append(buffer, static_cast<std::size_t>(got));
     if (stderr_.size() > 2 * kTailBytes) stderr_.erase(0, stderr_.size() - kTailBytes);
   }
@@ -836,6 +943,7 @@ class Launch {
   int err_fd_ = -1;
   bool pipe_open_ = true;
   bool exited_ = false;
+  bool status_known_ = false;  // status_ is the launcher's wait status
   bool finished_ = false;
   int status_ = 0;
   int stopped_by_ = 0;
@@ -864,7 +972,7 @@ Result<Outcome> run(const Command& command) {
   Launch launch;
   if (auto started = launch.start(command); !started) return started.error();
   Outcome outcome;
-  launch.wait({command.rank_dir, 0, ""}, after(std::chrono::steady_clock::now(), command.timeout_s), stop_signals,
+  launch.wait({command.rank_dir, command.ranks, -1, ""}, after(std::chrono::steady_clock::now(), command.timeout_s), stop_signals,
               outcome);
   launch.finish(outcome);
   outcome.stderr_tail = launch.take_stderr();
@@ -929,13 +1037,15 @@ Result<Outcome> SessionLaunch::request(const std::vector<std::pair<std::string, 
   nlohmann::json request{{"request", s.next}, {"env", nlohmann::json::object()}};
   for (const auto& [name, value] : variables) request["env"][name] = value;
   if (auto posted = post(s.dir, s.next, request); !posted) return posted.error();
-  ++s.next;
+  const int number = s.next++;
   Outcome outcome;
-  const auto ended = s.launch.wait({rank_dir, s.ranks, s.dir}, after(begin, timeout_s), s.stop, outcome);
+  outcome.request = number;
+  const auto ended = s.launch.wait({rank_dir, s.ranks, number, s.dir}, after(begin, timeout_s), s.stop, outcome);
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (ended == Launch::Ended::answered) {
     outcome.exit_code = 0;
-    outcome.stderr_tail = s.launch.take_stderr();
+    // Left for a failure: a process that fails between requests may have said why before.
+    outcome.stderr_tail = s.launch.stderr_tail();
     return outcome;
   }
   // Anything else ends the session: its processes are killed as a launch's.

@@ -11,7 +11,11 @@
 // mpirun, a script) is watched through the status files its ranks write in
 // `rank_dir` (dtrace-replay/1.1, man/dtrace-fp.5 "Several processes, one
 // replay"): the first rank that fails stops the whole replay at once, and at a
-// timeout the rank furthest behind is named as the one that hangs. Several
+// timeout the rank furthest behind is named as the one that hangs (and, with
+// the job's ranks known, every rank that had not started). How a rank that
+// wrote no exit ended is read from its zombie, from dtrace's own wait when the
+// command is the rank's process, or from the pidfd dtrace held on it once its
+// launcher reaped it (Linux 6.15). Several
 // failed ranks are ordered by when they failed: a written exit's time, and the
 // order in which the watched ranks' processes ended (pidfds).
 #pragma once
@@ -32,6 +36,10 @@ struct Command {
   std::string cwd;        // empty: ours
   double timeout_s = 600;
   std::string rank_dir;   // where the ranks leave rank<r>.status and rank<r>.stderr; empty: none
+  // How many ranks write status files in rank_dir (0: unknown). Known, every
+  // rank that has not finished at a timeout is named, one that never wrote a
+  // status included.
+  int ranks = 0;
 };
 
 // A rank of the job that failed, or was still running at the timeout.
@@ -42,12 +50,16 @@ struct RankFault {
     vanished,  // its process is gone without writing how it ended
     hung,      // still running at the timeout, furthest behind
     waiting,   // still running at the timeout, further on (waiting for a hung rank)
+    unstarted,  // at the timeout, no status of it in the replay's (the request's) directory
   };
   int rank = 0;
   Kind kind = Kind::exited;
   int code = 0;  // the exit code, or the signal
-  long pid = 0;
+  long pid = 0;                      // its process, when dtrace learnt it
   std::int64_t step = -1, seq = -1;  // its last progress, when it said
+  // In a session: its process ended after answering this request and before
+  // it read the next (-1: it ended in the request that failed).
+  int answered = -1;
   std::string stderr_tail;           // the end of rank<r>.stderr, when it wrote one
   bool stderr_file = false;          // rank<r>.stderr exists (empty or not)
   std::string describe() const;      // "rank 1 exited with status 3", ...
@@ -62,6 +74,7 @@ struct Outcome {
   bool timed_out = false;  // we killed it at the timeout
   // A session's launcher exited 0 before every rank answered the request.
   bool unanswered = false;
+  int request = -1;  // a session's request number; -1 for a launch
   double seconds = 0;
   std::string stderr_tail;  // the last few KiB it wrote to stderr
   long pid = 0;             // the replay command's process
@@ -107,13 +120,16 @@ class SessionLaunch {
   // Sends one request and waits until every rank wrote "done" in `rank_dir`
   // (its DTRACE_OUT_DIR), one failed, the launcher exited, or `timeout_s`
   // passed. An Outcome as a launch's (ok() when answered; seconds is the
-  // request's); an Error when dtrace was asked to stop (the session is then
-  // killed) or the session is over.
+  // request's; request its number; stderr_tail the end of what the session's
+  // command wrote so far, earlier requests' included, since a rank that fails
+  // between requests may have said why before); an Error when dtrace was
+  // asked to stop (the session is then killed) or the session is over.
   Result<Outcome> request(const std::vector<std::pair<std::string, std::string>>& variables,
                           const std::string& rank_dir, double timeout_s);
   // False once a request failed or timed out, or after end(): it serves no more.
   bool serving() const;
-  // The end request, a moment for the workload to exit, then every process
+  // The end request, a moment for the workload to exit (none when it has
+  // already: another launch's end leaves it to this one), then every process
   // of the session killed. Idempotent.
   void end();
   // Requests sent so far (the end request not counted).
