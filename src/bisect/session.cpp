@@ -206,21 +206,27 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
     return complied;
   }
   if (has("DTRACE_REPLAY_STEP") && !has("DTRACE_ISOLATE") && !command.rank_dir.empty()) {
-    // A request is named by its number in its session: that is what tells a
-    // session that carries state from one request into the next.
-    const std::string side_name(1, side.name);
-    const std::string which =
-        (record.request ? "request " + std::to_string(launched.requests) + " of run " + side_name + "'s session, " : "") +
-        "launch " + std::to_string(record.launch + 1);
+    // A request is named by its number in its session, as a failure names
+    // it: that is what tells a session that carries state from one request
+    // into the next.
     auto first = first_step_replay_.find(side.name);
     if (first == first_step_replay_.end()) {
-      first_step_replay_[side.name] = {command.rank_dir, which + " (the " + stage + " stage's)"};
-    } else if (auto held = check_held_state(*this, side, "replay of run " + side_name + " (" + stage + ", " +
-                                                             which + ")",
-                                            command.rank_dir, first->second.out, first->second.what);
-               !held) {
-      noncompliant_ = true;
-      return held;
+      first_step_replay_[side.name] = {command.rank_dir, record.launch, outcome->request, stage};
+    } else {
+      const FirstReplay& f = first->second;
+      const std::string what =
+          f.request < 0 ? "its first replay (the " + f.stage + " stage's)"
+                        : "request " + std::to_string(f.request) + " of its " +
+                              (f.launch == record.launch ? "" : "first ") + "replay session (the " + f.stage +
+                              " stage's)";
+      auto held = check_held_state(*this, side,
+                                   "replay of run " + std::string(1, side.name) + " (" + stage + ")" +
+                                       session_request(outcome->request, variables),
+                                   command.rank_dir, f.out, what);
+      if (!held) {
+        noncompliant_ = true;
+        return held;
+      }
     }
   }
   return {};

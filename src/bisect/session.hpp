@@ -115,10 +115,13 @@ class Session {
   };
   std::map<char, Served> served_;
   std::string fresh_why_;  // given to the next sessions started
-  // Each side's first step replay (its directory, and how reports name it):
+  // Each side's first step replay (its directory; its launch, its request
+  // number in that launch's session or -1, and its stage, which name it):
   // the restore check's, to which every later step replay of the side is held.
   struct FirstReplay {
-    std::string out, what;
+    std::string out;
+    int launch = -1, request = -1;
+    std::string stage;
   };
   std::map<char, FirstReplay> first_step_replay_;
   // Sides whose replay command exited 0 without answering its session's first

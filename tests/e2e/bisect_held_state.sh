@@ -33,14 +33,14 @@ json_is verdict '"named"'
 # A kernel-level step replay (the capture stage) restores one parameter bit
 # otherwise than the layer pass's replay did: sessions and launches alike.
 runs kernel-restore
-refused "" "replay of run A \(capture, request 2 of run A's session, launch 1\): it did not start step 0 from the state the run started it from: $record\. The workload restores step 0 otherwise here than at request 1 of run A's session, launch 1 \(the layer stage's\), which the restore check held to the run"
-refused --launches "replay of run A \(capture, launch 3\): it did not start step 0 from the state the run started it from: $record\. The workload restores step 0 otherwise here than at launch 1 \(the layer stage's\)"
+refused "" "replay of run A \(capture\) in request 1 of its replay session \(step 0, level kernel, scope fwd/[^,]+, capture\): it did not start step 0 from the state the run started it from: $record\. The workload restores step 0 otherwise here than at request 0 of its replay session \(the layer stage's\), which the restore check held to the run"
+refused --launches "replay of run A \(capture\): it did not start step 0 from the state the run started it from: $record\. The workload restores step 0 otherwise here than at its first replay \(the layer stage's\)"
 
 # A session that carries state from one request into the next: its second
 # step request starts where the first ended. Launches start afresh each time,
 # so the same workload bisected with --launches names the kernel.
 runs carry-state
-refused "" "replay of run A \(capture, request 2 of run A's session, launch 1\): it did not start step 0 from the state the run started it from: $record"
+refused "" "replay of run A \(capture\) in request 1 of its replay session \(step 0, level kernel, scope fwd/[^,]+, capture\): it did not start step 0 from the state the run started it from: $record"
 run_dtrace 0 bisect --trust --json --launches
 json_is verdict '"named"'
 
