@@ -97,6 +97,7 @@ Mismatch describe_mismatch(const Step& a, const Step& b, const MismatchAt& at, c
                                   : occurrence_of(b, static_cast<std::size_t>(at.b));
   m.kind = at.kind;
   m.role = c.role;
+  m.generator = c.generator;
   m.detail = at.detail;
   if (rec_a != nullptr) {
     m.a = log::to_json(*rec_a);
