@@ -61,7 +61,6 @@ Result<void> settle_generator(Session& s, const diff::GeneratorRecord& generator
                         : "the generator was not seeded alike (not seeded, or seeded from the time or the process "
                           "id), or is not in the state a checkpoint saves and a restore loads") +
                 "; seed it from the configuration and put it in the program's state";
-  s.note("generator", rep.reached);
   return {};
 }
 

@@ -43,10 +43,9 @@ Result<bool> restore_matches_run(Session& s, const Side& side, const std::string
     const std::string found = "restore check: replaying run " + std::string(1, side.name) + " at step " +
                               n(rep.step) + " does not start from the generator state the run recorded (" +
                               diff->text() + ")";
-    if (auto settled = generator_at_start(s, *diff, found); !settled || *settled) {
-      if (!settled) return settled.error();
-      return false;
-    }
+    auto settled = generator_at_start(s, *diff, found);
+    if (!settled) return settled.error();
+    if (*settled) return false;
     rep.verdict = Verdict::restore;
     set_state(rep, *diff);
     rep.reached = "restore check: replaying run " + std::string(1, side.name) + " at step " + n(rep.step) +
@@ -297,7 +296,10 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
                                 " from different generator states (" + state.text() + ")";
       auto settled = generator_at_start(s, state, found);
       if (!settled) return settled.error();
-      if (*settled) return std::optional<Suspect>{};
+      if (*settled) {
+        s.note("restore", rep.reached);
+        return std::optional<Suspect>{};
+      }
       rep.verdict = Verdict::restore;
       set_state(rep, StateRecord{m->scope, m->op, m->name});
       rep.reached = "restore check: the replays of A and B start step " + n(rep.step) +
@@ -316,6 +318,7 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       auto settled = settle_generator(s, *m->generator,
                                       "layer pass: the replays of step " + n(rep.step) + " first differ at " + at + what);
       if (!settled) return settled.error();
+      s.note("layer", rep.reached);
       return std::optional<Suspect>{};
     }
     // A receiver, or an unknown (no input recorded to tell): only an origin

@@ -67,7 +67,10 @@ Result<bool> runs_diverged_earlier(Session& s, bool may_repeat_a) {
     auto settled = generator_at_start(s, *state, "restore check: runs A and B recorded different generator states "
                                                  "at the start of step " + step + " (" + state->text() + ")");
     if (!settled) return settled.error();
-    if (*settled) return true;
+    if (*settled) {
+      s.note("restore", rep.reached);
+      return true;
+    }
     rep.verdict = Verdict::restore;
     set_state(rep, *state);
     rep.reached = "restore check: runs A and B recorded different state at the start of step " + step + " (" +
