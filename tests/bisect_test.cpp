@@ -101,6 +101,12 @@ struct Workload {
   bool layer_input_follows = false;
   // The layer records no input at layer level: its differing output's role is unknown.
   bool layer_input_unrecorded = false;
+  // The layer records the generator it draws from (in rng) first, and its
+  // state follows the outcome: a generator each process seeds otherwise.
+  bool layer_generator_follows = false;
+  // The step-end state record of a generator the step drew from (step rng
+  // numpy), as each side's replay has it; none when empty.
+  std::map<char, std::uint64_t> restored_rng;
   // Inside the layer the kernel records never show the difference (a blind spot).
   bool kernels_blind = false;
   // t as captured (gemm's output, add's input): what add sums.
@@ -186,6 +192,7 @@ struct Workload {
         lines.insert(lines.end(), inner.begin(), inner.end());
         if (v.count("DTRACE_CAPTURE")) write_capture(v.at("DTRACE_CAPTURE"), step, inner);
       } else {
+        if (layer_generator_follows) lines.push_back({"fwd/layer.0", "layer", "in", "rng", 0x900u + outcome});
         if (!layer_input_unrecorded) {
           lines.push_back({"fwd/layer.0", "layer", "in", "x", layer_input_follows ? kX + outcome : kX});
         }
@@ -194,6 +201,7 @@ struct Workload {
       lines.push_back({"step", "loss", "metric", "loss", loss_bits(outcome)});
       // Seconds the step took: different in every process, replays included.
       lines.push_back({"step", "time", "timing", "step_seconds", 0x3c000000u + static_cast<std::uint64_t>(step_calls)});
+      if (restored_rng.count(side)) lines.push_back({"step", "rng", "state", "numpy", restored_rng.at(side)});
       append_step(log, step, lines);
     }
     write_file(v.at("DTRACE_OUT"), log);
@@ -207,13 +215,15 @@ struct Workload {
 // A recorded run at step level: per step, the state it recorded and its loss.
 struct RunSteps {
   RunSteps(std::vector<std::uint64_t> state_, std::vector<int> loss_outcome_, std::vector<std::uint64_t> batch_ = {},
-           std::string batch_scope_ = "step")
+           std::string batch_scope_ = "step", std::vector<std::uint64_t> rng_ = {}, std::int64_t first_ = 0)
       : state(std::move(state_)), loss_outcome(std::move(loss_outcome_)), batch(std::move(batch_)),
-        batch_scope(std::move(batch_scope_)) {}
+        batch_scope(std::move(batch_scope_)), rng(std::move(rng_)), first(first_) {}
   std::vector<std::uint64_t> state;
   std::vector<int> loss_outcome;
   std::vector<std::uint64_t> batch;  // what each step consumed (batch in batch.0); empty: none recorded
   std::string batch_scope;           // where that record is: "step", or a layer's scope
+  std::vector<std::uint64_t> rng;    // each step's drawn generator (step rng numpy, at its end); empty: none
+  std::int64_t first = 0;            // the first step's number (a resumed run begins later)
 };
 
 std::string write_run(const TempDir& dir, char side, const RunSteps& steps, const std::string& config,
@@ -226,7 +236,8 @@ std::string write_run(const TempDir& dir, char side, const RunSteps& steps, cons
     if (!steps.batch.empty()) lines.push_back({steps.batch_scope, "batch", "in", "batch.0", steps.batch[s]});
     lines.push_back({"step", "loss", "metric", "loss", loss_bits(steps.loss_outcome[s])});
     lines.push_back({"step", "time", "timing", "step_seconds", 0x3d000000u + s});
-    append_step(log, static_cast<std::int64_t>(s), lines);
+    if (!steps.rng.empty()) lines.push_back({"step", "rng", "state", "numpy", steps.rng[s]});
+    append_step(log, steps.first + static_cast<std::int64_t>(s), lines);
   }
   write_file(run + "/rank0.jsonl", log);
   return run;
@@ -796,6 +807,76 @@ TEST_CASE("bisect's not-localized verdicts", "[bisect]") {
           "kernel pass: inside fwd/layer.0 no op's outputs differ while its inputs match (3 isolated repetitions "
           "per side, and the per-kernel replays of step 0)");
     CHECK(r.replays.size() == 6u);
+  }
+}
+
+// A generator nobody seeded (issue 38): a draw that differs while every
+// record before it matches is the generator's state, never a receiver and
+// never an incomplete restore where nothing was restored.
+TEST_CASE("bisect's generator verdict", "[bisect][generator]") {
+  SECTION("layer pass: the replays first differ at the generator a layer draws from, at the runs' first step") {
+    Bisect b;
+    b.workload.layer_generator_follows = true;
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::generator);
+    CHECK(dtrace::bisect::verdict_name(r.verdict) == "generator");
+    REQUIRE(r.generator);
+    CHECK(r.generator->scope == "fwd/layer.0");
+    CHECK(r.generator->op == "layer");
+    CHECK(r.generator->io == "in");
+    CHECK(r.generator->name == "rng");
+    CHECK(r.generator->first_step);
+    CHECK(r.reached.rfind("layer pass: the replays of step 0 first differ at fwd/layer.0 layer in rng, a "
+                          "generator's state, every record before it matching: ", 0) == 0);
+    CHECK(r.reached.find("step 0 is where both runs begin, so nothing was restored: the generator was not seeded "
+                         "alike (not seeded, or seeded from the time or the process id)") != std::string::npos);
+    CHECK(r.reached.find("receiver") == std::string::npos);
+    CHECK(r.replays.size() == 2u);
+  }
+  SECTION("layer pass, at a later step: not seeded alike, or not saved and restored") {
+    Bisect b(RunSteps{{0x5a, 0x5a}, {0, 0}}, RunSteps{{0x5a, 0x5a}, {0, 1}});
+    b.options.step = 1;
+    b.workload.layer_generator_follows = true;
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::generator);
+    REQUIRE(r.generator);
+    CHECK_FALSE(r.generator->first_step);
+    CHECK(r.reached.find("not seeded alike (not seeded, or seeded from the time or the process id), or is not in "
+                         "the state a checkpoint saves and a restore loads") != std::string::npos);
+  }
+  SECTION("restore check at the runs' first step: a drawn generator's state is not a restore") {
+    Bisect b(RunSteps{{0x5a}, {0}, {}, "step", {0x71}}, RunSteps{{0x5a}, {1}, {}, "step", {0x72}});
+    b.workload.restored_rng = {{'A', 0x73}, {'B', 0x74}};  // seeded by the system in every process
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::generator);
+    REQUIRE(r.generator);
+    CHECK(r.generator->scope == "step");
+    CHECK(r.generator->op == "rng");
+    CHECK(r.generator->io == "state");
+    CHECK(r.generator->name == "numpy");
+    CHECK(r.generator->first_step);
+    CHECK(r.state.empty());
+    CHECK(r.reached.rfind("restore check: replaying run A at step 0 does not start from the generator state the "
+                          "run recorded (step rng numpy): step 0 is where both runs begin", 0) == 0);
+  }
+  SECTION("restore check: the runs began the step from different generator states, each replay matching its run") {
+    Bisect b(RunSteps{{0x5a}, {0}, {}, "step", {0x71}}, RunSteps{{0x5a}, {1}, {}, "step", {0x72}});
+    b.workload.restored_rng = {{'A', 0x71}, {'B', 0x72}};  // seeded from something each replay repeats
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::generator);
+    REQUIRE(r.generator);
+    CHECK(r.generator->first_step);
+    CHECK(r.reached.rfind("restore check: runs A and B recorded different generator states at the start of step 0 "
+                          "(step rng numpy): ", 0) == 0);
+  }
+  SECTION("restore check at a step a run resumed at: the generator not restored is a restore") {
+    Bisect b(RunSteps{{0x5a, 0x5a}, {0, 0}, {}, "step", {0x71, 0x72}}, RunSteps{{0x5a}, {1}, {}, "step", {0x75}, 1});
+    b.options.step = 1;
+    b.workload.restored_rng = {{'A', 0x76}, {'B', 0x75}};  // B's resume re-seeds it, and so does A's replay
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::restore);
+    CHECK(r.state == "numpy");
+    CHECK(!r.generator);
   }
 }
 

@@ -403,6 +403,91 @@ TEST_CASE("state records that differ give role unknown", "[diff][roles]") {
   CHECK(r.first->seq == 0);
 }
 
+// A generator nobody seeded (issue 38): the first difference is the state a
+// layer draws from, every record before it matching. Nothing recorded computed
+// it, so no input "already differed": not a receiver, and the report names
+// the generator.
+TEST_CASE("a generator's state that differs first is unknown and named, not a receiver", "[diff][roles][generator]") {
+  TempDir dir;
+  RunSpec a = standard_run(1, 0, 1), b = standard_run(1, 0, 1);
+  for (RunSpec* s : {&a, &b}) {
+    for (auto& [key, records] : s->steps) {
+      records.insert(records.begin() + 1, tensor("fwd/layer.0/mlp", "gemm_fc1", Io::in, "rng", "u64", kShapeGrad,
+                                                 h(key.first, key.second, 11)));
+    }
+  }
+  b.change(0, 0, 1);
+  const Report r = diff(dir, a, b);
+  REQUIRE(r.first);
+  CHECK(r.first->name == "rng");
+  CHECK(r.first->role == Role::unknown);
+  REQUIRE(r.first->generator);
+  CHECK(r.first->generator->text() == "fwd/layer.0/mlp gemm_fc1 in rng");
+}
+
+TEST_CASE("an input that is not a generator's state stays a receiver, naming none", "[diff][roles][generator]") {
+  TempDir dir;
+  RunSpec a = standard_run(1, 0, 1), b = standard_run(1, 0, 1);
+  b.change(0, 0, kX);
+  const Report r = diff(dir, a, b);
+  REQUIRE(r.first);
+  CHECK(r.first->role == Role::receiver);
+  CHECK_FALSE(r.first->generator);
+}
+
+// Python's and NumPy's generators are recorded at the end of a step that drew
+// from them (op rng, io state): what the draw computed differs first, its
+// recorded inputs matching. Not an origin: the generator is named.
+TEST_CASE("an output whose inputs match, in a step whose drawn generator differs, names the generator",
+          "[diff][roles][generator]") {
+  TempDir dir;
+  RunSpec a = standard_run(1, 0, 1), b = standard_run(1, 0, 1);
+  for (RunSpec* s : {&a, &b}) {
+    for (auto& [key, records] : s->steps) {
+      records.push_back(tensor("step", "rng", Io::state, "numpy", "i64", kShapeGrad, h(key.first, key.second, 12)));
+    }
+  }
+  b.change(0, 0, kY);
+  b.change(0, 0, 5);  // the generator's state at the step's start
+  const Report r = diff(dir, a, b);
+  REQUIRE(r.first);
+  CHECK(r.first->name == "y");
+  CHECK(r.first->role == Role::unknown);
+  REQUIRE(r.first->generator);
+  CHECK(r.first->generator->text() == "step rng state numpy");
+
+  // Its op's input recorded after it (dtrace_torch's param_grad before its
+  // grad_output) and differing: still a receiver, the generator named.
+  RunSpec late = standard_run(1, 0, 1), late_b;
+  for (auto& [key, records] : late.steps) {
+    std::swap(records[kX], records[kY]);
+    records.push_back(tensor("step", "rng", Io::state, "numpy", "i64", kShapeGrad, h(key.first, key.second, 12)));
+  }
+  late_b = late;
+  late_b.change(0, 0, 0);  // y, first
+  late_b.change(0, 0, 1);  // x, its op's input
+  late_b.change(0, 0, 5);
+  TempDir late_dir;
+  const Report l = diff(late_dir, late, late_b);
+  REQUIRE(l.first);
+  CHECK(l.first->name == "y");
+  CHECK(l.first->role == Role::receiver);
+  REQUIRE(l.first->generator);
+  CHECK(l.first->generator->text() == "step rng state numpy");
+
+  // The same output with the generator alike: its op introduced it.
+  RunSpec c = standard_run(1, 0, 1);
+  for (auto& [key, records] : c.steps) {
+    records.push_back(tensor("step", "rng", Io::state, "numpy", "i64", kShapeGrad, h(key.first, key.second, 12)));
+  }
+  c.change(0, 0, kY);
+  TempDir other;
+  const Report o = diff(other, a, c);
+  REQUIRE(o.first);
+  CHECK(o.first->role == Role::origin);
+  CHECK_FALSE(o.first->generator);
+}
+
 TEST_CASE("recomputed records are told apart by occurrence", "[diff][occurrence]") {
   TempDir dir;
   auto recomputing = [] {

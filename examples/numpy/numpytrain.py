@@ -27,9 +27,22 @@ and DTRACE_PYTHON_LAUNCHER names it for the replays:
     L="python3 examples/numpy/launch.py 3"
     DTRACE_PYTHON_LAUNCHER="$L" $L python3 examples/numpy/numpytrain.py --run-dir a ...
 
+--dropout adds a layer, fwd/dropout, that zeroes a quarter of the batch's
+inputs where a generator draws below 0.25; it records the generator's state as
+its `in` record `rng` (dtrace-fp(5): every tensor a layer reads, its generator
+too). `--dropout seeded` is how to keep a generator: its own, seeded from
+--dropout-seed and in the Recorder's state under the name "rng" (checkpointed,
+restored, recorded at each step's start), so runs agree and resume. Two ways not
+to, which two fresh runs show and `dtrace bisect --trust` names as the verdict
+generator: `--dropout unseeded`, its own generator seeded by the operating
+system and not in the state; `--dropout global`, NumPy's global generator,
+which this program never seeds (the dtrace package checkpoints it and records
+it at the end of a step that drew from it: `step rng numpy`).
+
 Usage: numpytrain.py --run-dir DIR [--checkpoint-dir DIR] [--steps N]
          [--checkpoint-every K] [--level step|layer|kernel] [--planted]
          [--planted-rank R] [--chaos-seed S] [--data-seed S] [--no-isolate]
+         [--dropout seeded|unseeded|global] [--dropout-seed S]
 Exit 0 done, 2 trouble (a message on stderr)."""
 import argparse
 import sys
@@ -53,6 +66,7 @@ class Model:
         self.t = {}  # activations and gradients by name
         self.planted, self.chaos_seed = planted, chaos_seed
         self.chaos = None
+        self.dropout = None  # a Dropout with --dropout
 
     def rekey(self, step: int, repetition: int) -> None:
         """The reordering's generator for a step (repetition -1) or one isolated repetition."""
@@ -63,6 +77,48 @@ class Model:
 
     def __setitem__(self, name, value):
         self.t[name] = value
+
+
+class Dropout:
+    """The generator fwd/dropout draws from (--dropout): its own, or NumPy's
+    global one. Its state is the layer's `in` record `rng`, as u64 words, and
+    state_dict/load_state_dict make it the Recorder's state (seeded mode)."""
+
+    KEEP = 0.75
+
+    def __init__(self, mode: str, seed: int):
+        self.mode = mode
+        self.own = None if mode == "global" else np.random.default_rng(seed if mode == "seeded" else None)
+
+    def random(self, shape):
+        return np.random.random(shape) if self.own is None else self.own.random(shape)
+
+    def words(self) -> np.ndarray:
+        """The generator's whole state as u64 words: what the next draws depend on."""
+        if self.own is None:
+            _, keys, pos, has_gauss, gauss = np.random.get_state()
+            return np.concatenate([keys.astype(np.uint64), np.array([pos, has_gauss], np.uint64),
+                                   np.array([gauss], np.float64).view(np.uint64)])
+        s, low = self.own.bit_generator.state, (1 << 64) - 1
+        return np.array([s["state"]["state"] & low, s["state"]["state"] >> 64, s["state"]["inc"] & low,
+                         s["state"]["inc"] >> 64, s["has_uint32"], s["uinteger"]], np.uint64)
+
+    def load_words(self, w: np.ndarray) -> None:
+        """words() read back (isolation: a repetition draws from the captured state)."""
+        w = [int(x) for x in w]
+        if self.own is None:
+            np.random.set_state(("MT19937", np.array(w[:624], np.uint32), w[624], w[625],
+                                 float(np.array([w[626]], np.uint64).view(np.float64)[0])))
+            return
+        self.own.bit_generator.state = {"bit_generator": "PCG64",
+                                        "state": {"state": w[0] | (w[1] << 64), "inc": w[2] | (w[3] << 64)},
+                                        "has_uint32": w[4], "uinteger": w[5]}
+
+    def state_dict(self):
+        return self.own.bit_generator.state
+
+    def load_state_dict(self, d) -> None:
+        self.own.bit_generator.state = d
 
 
 # ---- Kernels: each reads and writes the model's tensors by name. ---------------
@@ -76,6 +132,11 @@ def gemm(m, a, w, reorder=False):
         order = np.argsort(m.chaos.random(terms.shape), axis=-1)
         terms = np.take_along_axis(terms, order, axis=-1)
     return np.cumsum(terms, axis=-1, dtype=f32)[..., -1]  # a sequential sum, left to right
+
+
+def k_dropout(m):
+    keep = m.dropout.random(m["x"].shape) >= 1 - Dropout.KEEP
+    m["x"] = (m["x"] * keep / f32(Dropout.KEEP)).astype(f32)
 
 
 def k_gemm0(m): m["a0"] = gemm(m, m["x"], m["w0"])
@@ -117,6 +178,10 @@ LAYERS = [
 ]
 
 
+# --dropout: the layer before layer.0, its output the x that layer.0 reads.
+DROPOUT = ("fwd/dropout", ["x", "rng"], ["x"], [("dropout", k_dropout, ["x", "rng"], ["x"])])
+
+
 def run_kernel(rec, m, op, kernel, ins, outs):
     rec.record(op, {n: m[n] for n in ins}, io="in", level="kernel")
     kernel(m)
@@ -144,10 +209,16 @@ def batch(data_seed: int, rank: int, step: int):
     return x, np.sin(x[:, :DOUT] + x[:, 4:4 + DOUT]).astype(f32)
 
 
+def layers(m):
+    return ([DROPOUT] if m.dropout is not None else []) + LAYERS
+
+
 def train_step(rec, m, step, x, target):
     m.rekey(step, -1)
     m.t = {"x": x, "target": target}
-    for layer in LAYERS:
+    if m.dropout is not None:
+        m["rng"] = m.dropout.words()
+    for layer in layers(m):
         run_layer(rec, m, layer)
     rec.metric("loss", m["loss"])
     for name in m.params:  # SGD, at step scope: the next step's state records show it
@@ -158,7 +229,7 @@ def isolate(m):
     """DTRACE_ISOLATE: one layer or one kernel from the captured inputs, as the
     recorder asks (dtrace.Isolation)."""
     def go(iso: dtrace.Isolation) -> None:
-        layer = next((l for l in LAYERS if l[0] == iso.scope), None)
+        layer = next((l for l in layers(m) if l[0] == iso.scope), None)
         if layer is None:
             raise dtrace.CaptureError(f"DTRACE_ISOLATE={iso.scope}: no such layer in this model")
         kernel = next((k for k in layer[3] if k[0] == iso.op), None) if iso.op else None
@@ -168,8 +239,11 @@ def isolate(m):
             m.t = {}
             for name in kernel[2] if kernel else layer[1]:  # every repetition from the captured inputs
                 record = iso.find(name)
-                value = iso.read_into(np.empty(record.shape, np.dtype("float32")), name)
-                if name in m.params:
+                value = iso.read_into(np.empty(record.shape, np.uint64 if name == "rng" else f32), name)
+                if name == "rng":
+                    m.dropout.load_words(value)
+                    m[name] = value
+                elif name in m.params:
                     m.params[name] = value
                 else:
                     m[name] = value
@@ -191,16 +265,26 @@ def main() -> int:
     p.add_argument("--data-seed", type=int, default=7)
     p.add_argument("--no-isolate", action="store_true",
                    help="pass no isolate=: a program that cannot re-run a layer alone, as bisect sees it")
+    p.add_argument("--dropout", choices=["seeded", "unseeded", "global"],
+                   help="a dropout layer on the inputs, its generator seeded and in the state, its own and "
+                        "unseeded, or NumPy's global one, unseeded")
+    p.add_argument("--dropout-seed", type=int, default=11)
     args = p.parse_args()
     if args.steps < 0 or args.checkpoint_every < 0:
         p.error("--steps and --checkpoint-every take numbers >= 0")
 
     m = Model(planted=False, chaos_seed=args.chaos_seed)
-    rec = dtrace.Recorder({"param": m.params}, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
+    m.dropout = Dropout(args.dropout, args.dropout_seed) if args.dropout else None
+    state = {"param": m.params}
+    if args.dropout == "seeded":
+        state["rng"] = m.dropout  # op "rng": bisect knows a generator's state by it (dtrace-fp(5))
+    rec = dtrace.Recorder(state, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
                           checkpoint_every=args.checkpoint_every, level=args.level,
                           config={"model": "mlp", "din": DIN, "hid": HID, "dout": DOUT, "batch": BATCH,
                                   "planted": args.planted, "planted_rank": args.planted_rank,
-                                  "chaos_seed": args.chaos_seed, "data_seed": args.data_seed},
+                                  "chaos_seed": args.chaos_seed, "data_seed": args.data_seed,
+                                  **({"dropout": args.dropout, "dropout_seed": args.dropout_seed}
+                                     if args.dropout else {})},
                           isolate=None if args.no_isolate else isolate(m))
     planted = args.planted and (args.planted_rank is None or args.planted_rank == rec.rank)
     m.planted = planted if rec.deterministic is None else not rec.deterministic

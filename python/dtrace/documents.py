@@ -82,10 +82,24 @@ class Record:
 
 
 @dataclass(kw_only=True)
+class GeneratorRecord:
+    """A generator's state record that explains a mismatch (since diff schema
+    1.1): op ``rng`` (``step rng numpy``), or an ``in`` record named ``rng`` or
+    ``rng.<which>``."""
+    scope: str
+    op: str
+    io: str
+    name: str
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
 class Mismatch:
     """A first mismatch: kind "value" or "structure", role "origin",
     "receiver" or "unknown"; ``a`` or ``b`` None when only the other run has
-    the record."""
+    the record; ``generator`` the generator whose state differs there (role
+    "unknown", or "receiver" for an output whose op's input differs: not
+    seeded alike, or not saved and restored), else None."""
     step: int
     rank: int
     seq: int
@@ -102,6 +116,7 @@ class Mismatch:
     a_location: Optional[str]
     b_location: Optional[str]
     ulp: Optional[int] = None
+    generator: Optional[GeneratorRecord] = None
     extra: dict[str, Any] = _extra()
 
 
@@ -219,6 +234,19 @@ class InputRecord:
 
 
 @dataclass(kw_only=True)
+class GeneratorDifference:
+    """Verdict generator (since bisect schema 1.4): the generator whose state
+    differs where the step first differs; ``first_step`` True when the step is
+    where both runs begin (nothing was restored: it was not seeded alike)."""
+    scope: str
+    op: str
+    io: str
+    name: str
+    first_step: bool
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
 class Earlier:
     step: int
     rank: int
@@ -282,7 +310,7 @@ class Launch:
 
 @dataclass(kw_only=True)
 class Bisect(Report):
-    """``dtrace bisect --json``: verdict "named", "restore", "data" (exit 0),
+    """``dtrace bisect --json``: verdict "named", "restore", "data", "generator" (exit 0),
     "not-reproduced", "not-localized", "diverged-earlier", "fast-forward"
     (exit 1), or one a later minor version adds."""
     verdict: str
@@ -297,6 +325,7 @@ class Bisect(Report):
     state_scope: Optional[str]
     state_op: Optional[str] = None
     input: Optional[InputRecord] = None
+    generator: Optional[GeneratorDifference] = None
     evidence: Optional[Evidence]
     earlier: Optional[Earlier]
     departed: Optional[Departed] = None
@@ -311,7 +340,7 @@ class Bisect(Report):
 
     @property
     def named(self) -> bool:
-        """Exit status 0: a kernel, the restore or the data named."""
+        """Exit status 0: a kernel, the restore, the data or a generator named."""
         return self.exit_status == 0
 
 

@@ -41,7 +41,7 @@ Steps = Union[str, tuple[int, int]]
 # table does not know (a later minor version's) is taken as its status says.
 _VERDICTS: dict[str, dict[int, Optional[set[str]]]] = {
     "diff": {0: {"identical"}, 1: {"diverged"}},
-    "bisect": {0: {"named", "restore", "data"},
+    "bisect": {0: {"named", "restore", "data", "generator"},
                1: {"not-reproduced", "not-localized", "diverged-earlier", "fast-forward"}},
     "check": {0: {"certified"}, 1: {"violations"}},
     "show": {0: None},

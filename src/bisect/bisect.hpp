@@ -43,8 +43,10 @@ struct Options {
 // otherwise than its run recorded it, so the step's state could not be
 // reproduced; that step is the one to bisect. data: what the step consumed (a
 // step-scope `in` record, its batch) is where the step first differs
-// (dtrace(1), "data check").
-enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier, fast_forward, data };
+// (dtrace(1), "data check"). generator: where the step first differs, every
+// record before it matching, is a generator's state: it was not seeded alike,
+// or not saved and restored (dtrace(1), "generator").
+enum class Verdict { named, restore, not_reproduced, not_localized, diverged_earlier, fast_forward, data, generator };
 std::string_view verdict_name(Verdict verdict);
 
 // What a named kernel rests on (man/dtrace.1): confirmed alone (its
@@ -147,6 +149,13 @@ struct DataDifference {
   int occurrence = 0;  // which record of (scope, op, name) at the step: a micro-batch
 };
 
+// The generator verdict's record, and whether the step is where both runs
+// begin (nothing before it ran or was restored: it was not seeded alike).
+struct GeneratorDifference {
+  std::string scope, op, io, name;
+  bool first_step = false;
+};
+
 // How the layer pass's replays of the step compare with what each run recorded
 // there, kept when the replays agreed with each other while the runs differ:
 // the signature of a choice made once per process (an autotuner's pick).
@@ -180,6 +189,7 @@ struct Report {
   std::string state, state_scope, state_op;
   std::optional<Evidence> evidence;
   std::optional<DataDifference> input;       // data
+  std::optional<GeneratorDifference> generator;  // generator
   std::optional<EarlierDivergence> earlier;  // diverged-earlier, or named by repetition after it
   // fast-forward: the first fast-forwarded step a replay got otherwise than
   // its run (record: the run's record the replay did not reproduce).

@@ -40,6 +40,12 @@ Result<bool> restore_matches_run(Session& s, const Side& side, const std::string
     auto departed = fast_forward_departed(s, side, replay_out);
     if (!departed) return departed.error();
     if (*departed) return false;
+    const std::string found = "restore check: replaying run " + std::string(1, side.name) + " at step " +
+                              n(rep.step) + " does not start from the generator state the run recorded (" +
+                              diff->text() + ")";
+    auto settled = generator_at_start(s, *diff, found);
+    if (!settled) return settled.error();
+    if (*settled) return false;
     rep.verdict = Verdict::restore;
     set_state(rep, *diff);
     rep.reached = "restore check: replaying run " + std::string(1, side.name) + " at step " + n(rep.step) +
@@ -285,11 +291,34 @@ Result<std::optional<Suspect>> layer_pass(Session& s) {
       if (*settled) return std::optional<Suspect>{};
     }
     if (m->io == "state") {
+      const StateRecord state{m->scope, m->op, m->name};
+      const std::string found = "restore check: the replays of A and B start step " + n(rep.step) +
+                                " from different generator states (" + state.text() + ")";
+      auto settled = generator_at_start(s, state, found);
+      if (!settled) return settled.error();
+      if (*settled) {
+        s.note("restore", rep.reached);
+        return std::optional<Suspect>{};
+      }
       rep.verdict = Verdict::restore;
       set_state(rep, StateRecord{m->scope, m->op, m->name});
       rep.reached = "restore check: the replays of A and B start step " + n(rep.step) +
                     " from different state: " + state_record(rep);
       s.note("restore", rep.reached);
+      return std::optional<Suspect>{};
+    }
+    // A generator's state, the first difference or drawn from before it (the
+    // role unknown, diff::classify): no layer of the step introduced it.
+    if (m->role == diff::Role::unknown && m->generator) {
+      const std::string at = m->scope + " " + m->op + " " + m->io + " " + m->name;
+      const std::string what = at == m->generator->text()
+                                   ? ", a generator's state, every record before it matching"
+                                   : ", what a draw computed (its inputs match), and the generator the step drew "
+                                     "from differs (" + m->generator->text() + ")";
+      auto settled = settle_generator(s, *m->generator,
+                                      "layer pass: the replays of step " + n(rep.step) + " first differ at " + at + what);
+      if (!settled) return settled.error();
+      s.note("layer", rep.reached);
       return std::optional<Suspect>{};
     }
     // A receiver, or an unknown (no input recorded to tell): only an origin

@@ -62,7 +62,15 @@ Result<bool> runs_diverged_earlier(Session& s, bool may_repeat_a) {
   if (!d->first || d->first->step >= rep.step) {
     // Nothing both runs recorded before the step differs: one of them began
     // the step from state it did not have (a run resumed from a checkpoint
-    // that did not save or load everything). That is a restore, in the runs.
+    // that did not save or load everything). That is a restore, in the runs,
+    // unless both began there with a generator seeded otherwise.
+    auto settled = generator_at_start(s, *state, "restore check: runs A and B recorded different generator states "
+                                                 "at the start of step " + step + " (" + state->text() + ")");
+    if (!settled) return settled.error();
+    if (*settled) {
+      s.note("restore", rep.reached);
+      return true;
+    }
     rep.verdict = Verdict::restore;
     set_state(rep, *state);
     rep.reached = "restore check: runs A and B recorded different state at the start of step " + step + " (" +
@@ -251,6 +259,18 @@ Result<void> check_held_state(const Session& s, const Side& side, const std::str
                  "from it (man/dtrace.1, restore check)"};
   }
   return {};
+}
+
+Result<bool> generator_at_start(Session& s, const StateRecord& state, const std::string& found) {
+  if (!is_generator_state(state)) return false;
+  auto first = runs_begin_at_step(s);
+  if (!first) return first.error();
+  // At a later step a generator's state that differs is what a restore did
+  // not save or load: the restore verdict's own case.
+  if (!*first) return false;
+  auto settled = settle_generator(s, diff::GeneratorRecord{state.scope, state.op, "state", state.name}, found);
+  if (!settled) return settled.error();
+  return true;
 }
 
 void set_state(Report& report, const StateRecord& state) {

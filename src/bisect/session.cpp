@@ -19,6 +19,7 @@ std::string_view verdict_name(Verdict verdict) {
     case Verdict::diverged_earlier: return "diverged-earlier";
     case Verdict::fast_forward: return "fast-forward";
     case Verdict::data: return "data";
+    case Verdict::generator: return "generator";
   }
   return "unknown";
 }

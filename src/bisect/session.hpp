@@ -241,6 +241,20 @@ std::optional<DataDifference> first_input_difference(const log::Step& a, const l
 // in what it consumed; true when it did.
 bool runs_consumed_different_data(Session& session);
 
+// The generator verdict (generator.cpp): `generator` is where the step first
+// differs, every record before it matching; `found` says where, in words
+// ("restore check: replaying run A ..."). Sets the verdict, its record and
+// reading, told apart by whether both runs begin at the step.
+Result<void> settle_generator(Session& session, const diff::GeneratorRecord& generator, const std::string& found);
+// The restore check's state record `state`, when it is a generator's and step
+// N is where both runs begin: verdict generator (true); at a later step it
+// stays a restore (false).
+Result<bool> generator_at_start(Session& session, const StateRecord& state, const std::string& found);
+// Is step N the first step both runs hold on the followed rank?
+Result<bool> runs_begin_at_step(const Session& session);
+// Does a state record hold a generator's state (diff::holds_generator)?
+bool is_generator_state(const StateRecord& state);
+
 // Numeric evidence from two captured outputs of the same tensor, their
 // difference judged against the larger of the output's magnitude and
 // `input_magnitude` (the op's inputs', when known: what a reduction summed).

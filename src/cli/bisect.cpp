@@ -38,9 +38,9 @@ void add_bisect(CLI::App& app, int& exit_status) {
       "kernels, then the suspect kernel alone) and name the kernel responsible.\n"
       "Without runs and step it uses those of the last `dtrace diff` in this directory.\n"
       "The replay command comes from the runs' logs: it runs only with --trust, or give it\n"
-      "with --replay. Exit status: 0 a kernel (or the restore, or the data) named, 1 not reproduced,\n"
-      "not localized, diverged-earlier (the runs already differ before --step and differ\n"
-      "in configuration: the report names the earlier step to bisect), or fast-forward (a\n"
+      "with --replay. Exit status: 0 a kernel (or the restore, the data, or a generator) named,\n"
+      "1 not reproduced, not localized, diverged-earlier (the runs already differ before --step\n"
+      "and differ in configuration: the report names the earlier step to bisect), or fast-forward (a\n"
       "replay reached --step from an older checkpoint through a step that came out otherwise\n"
       "than in its run: the report names that step to bisect), 2 trouble.");
   cmd->add_option("RUNS", args->runs, "RUN_A RUN_B (default: those of the last diff)")->expected(0, 2);
@@ -121,9 +121,9 @@ void add_bisect(CLI::App& app, int& exit_status) {
     } else {
       std::cout << report::bisect_to_text(*result);
     }
-    // A cause named (a kernel, the restore, the data): 0 (dtrace(1), EXIT STATUS).
+    // A cause named (a kernel, the restore, the data, a generator): 0 (dtrace(1), EXIT STATUS).
     const bool named = result->verdict == bisect::Verdict::named || result->verdict == bisect::Verdict::restore ||
-                       result->verdict == bisect::Verdict::data;
+                       result->verdict == bisect::Verdict::data || result->verdict == bisect::Verdict::generator;
     exit_status = named ? kExitSame : kExitDifferent;
   });
 }

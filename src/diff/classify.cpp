@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "diff/consumed.hpp"
+
 namespace dtrace::diff {
 
 using log::Io;
@@ -30,9 +32,41 @@ bool same_record(const Record& x, const Record& y) {
          x.digest == y.digest;
 }
 
-}  // namespace
+std::string io_of(const Record& r) { return std::string(r.io == Io::other ? r.io_text : log::io_name(r.io)); }
 
-Classification classify(const Step& a, const Step& b, const MismatchAt& at) {
+GeneratorRecord generator_of(const Record& r) {
+  return {std::string(r.scope), std::string(r.op), io_of(r), std::string(r.name)};
+}
+
+// The first generator record (in a's order) whose value differs from b's
+// record of the same identity, or that only one side holds.
+std::optional<GeneratorRecord> differing_generator(const Step& a, const Step& b) {
+  auto key = [](const Record& r) {
+    return std::string(r.scope) + '\n' + std::string(r.op) + '\n' + io_of(r) + '\n' +
+           std::string(r.name);
+  };
+  std::map<std::string, std::vector<const Record*>> in_b;
+  for (const Record& r : b.records) {
+    if (holds_generator(r)) in_b[key(r)].push_back(&r);
+  }
+  std::map<std::string, std::size_t> seen;
+  for (const Record& r : a.records) {
+    if (!holds_generator(r)) continue;
+    const std::string k = key(r);
+    const std::size_t occurrence = seen[k]++;
+    auto it = in_b.find(k);
+    if (it == in_b.end() || occurrence >= it->second.size() || !same_record(r, *it->second[occurrence])) {
+      return generator_of(r);
+    }
+  }
+  for (const auto& [k, records] : in_b) {
+    if (records.size() > seen[k]) return generator_of(*records[seen[k]]);
+  }
+  return std::nullopt;
+}
+
+// The role by the op invocation's recorded inputs alone.
+Classification classify_by_inputs(const Step& a, const Step& b, const MismatchAt& at) {
   const Step& side = at.a >= 0 ? a : b;
   const std::size_t index = static_cast<std::size_t>(at.a >= 0 ? at.a : at.b);
   const Record& r = side.records[index];
@@ -66,6 +100,37 @@ Classification classify(const Step& a, const Step& b, const MismatchAt& at) {
   }
   c.role = differs ? Role::receiver : Role::origin;
   if (c.role == Role::origin && is_collective(r.scope)) c.collective = collective_key(r.scope, r.op, occurrence);
+  return c;
+}
+
+}  // namespace
+
+bool holds_generator(const Record& r) {
+  if (r.op == "rng") return true;
+  return r.io == Io::in && (r.name == "rng" || r.name.starts_with("rng."));
+}
+
+Classification classify(const Step& a, const Step& b, const MismatchAt& at) {
+  Classification c = classify_by_inputs(a, b, at);
+  const Step& side = at.a >= 0 ? a : b;
+  const Record& r = side.records[static_cast<std::size_t>(at.a >= 0 ? at.a : at.b)];
+  if (holds_generator(r)) {
+    c.role = Role::unknown;
+    c.generator = generator_of(r);
+    return c;
+  }
+  // What is computed, no record before it differing, in a step whose
+  // generator differs, is the generator's draw (or computed from one). An
+  // output whose op's input differs stays a receiver of that input (recorded
+  // after it: dtrace_torch writes a backward's param_grad before its
+  // grad_output), the generator named beside it.
+  const bool computed = r.io == Io::out || r.io == Io::metric ||
+                        (r.io == Io::in && !consumed_by_step(r.scope, "in"));
+  if (!computed) return c;
+  if (auto generator = differing_generator(a, b)) {
+    if (!(r.io == Io::out && c.role == Role::receiver)) c.role = Role::unknown;
+    c.generator = std::move(generator);
+  }
   return c;
 }
 

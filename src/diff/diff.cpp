@@ -98,6 +98,7 @@ Mismatch describe_mismatch(const Step& a, const Step& b, const MismatchAt& at, c
   m.calls = rec_a != nullptr ? calls_of(a, static_cast<std::size_t>(at.a)) : calls_of(b, static_cast<std::size_t>(at.b));
   m.kind = at.kind;
   m.role = c.role;
+  m.generator = c.generator;
   m.detail = at.detail;
   if (rec_a != nullptr) {
     m.a = log::to_json(*rec_a);

@@ -17,9 +17,16 @@ namespace dtrace::diff {
 
 enum class Kind { value, structure };
 // origin: inputs matched, output differs. receiver: an input already differed.
-// unknown: nothing recorded says which (an input record, state, a metric, an op
-// without recorded inputs).
+// unknown: nothing recorded says which (state, a metric, an op without recorded
+// inputs, a generator's state: Mismatch::generator).
 enum class Role { origin, receiver, unknown };
+
+// A record that holds a generator's state (classify's holds_generator), named
+// where it explains a mismatch.
+struct GeneratorRecord {
+  std::string scope, op, io, name;
+  std::string text() const { return scope + " " + op + " " + io + " " + name; }
+};
 
 std::string_view kind_name(Kind kind);
 std::string_view role_name(Role role);
@@ -39,6 +46,10 @@ struct Mismatch {
   std::string a_location, b_location;  // FILE:LINE, empty when absent
   std::optional<std::uint64_t> ulp;    // scalars of one dtype, neither NaN
   std::string detail;                  // what differs, in words
+  // The generator whose state differs where this mismatch is (it, or one the
+  // step drew from): its role is then unknown, never origin, and receiver only
+  // for an output whose op's input differs (classify, dtrace(1) "Roles").
+  std::optional<GeneratorRecord> generator;
 };
 
 // One record of the first divergent step, as the HTML report's strip shows it.

@@ -106,6 +106,13 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
     j["input"] = nullptr;
   }
   j["state_op"] = r.state.empty() ? nlohmann::json() : nlohmann::json(r.state_op);
+  // Since 1.4 (verdict generator).
+  if (r.generator) {
+    j["generator"] = {{"scope", r.generator->scope}, {"op", r.generator->op},        {"io", r.generator->io},
+                      {"name", r.generator->name},   {"first_step", r.generator->first_step}};
+  } else {
+    j["generator"] = nullptr;
+  }
   j["evidence"] = r.evidence ? evidence_json(*r.evidence) : nlohmann::json();
   if (r.earlier) {
     j["earlier"] = {{"step", r.earlier->step},
@@ -206,6 +213,19 @@ std::string bisect_to_text(const bisect::Report& r) {
       o << "data: the inputs of step " << r.step << " differ: " << r.input->scope << " " << r.input->op << " in "
         << r.input->name << "\n  what the step consumed differs (the data pipeline's state), not a kernel in the step\n";
       break;
+    case bisect::Verdict::generator: {
+      const auto& g = *r.generator;
+      o << "generator: the state of a generator step " << r.step << " draws from differs: " << g.scope << " " << g.op << " " << g.io << " " << g.name << "\n  "
+        << (g.first_step ? "step " + std::to_string(r.step) +
+                               " is where both runs begin: nothing was restored; the generator was not seeded alike "
+                               "(not seeded, or seeded from the time or the process id)"
+                         : std::string("the generator was not seeded alike (not seeded, or seeded from the time or "
+                                       "the process id), or is not in the state a checkpoint saves and a restore "
+                                       "loads"))
+        << "\n  advice:   seed it from the configuration, and put it in the program's state (checkpointed, "
+           "restored, recorded with the step's state)\n";
+      break;
+    }
     case bisect::Verdict::not_reproduced: o << "not reproduced\n"; break;
     case bisect::Verdict::not_localized: o << "not localized\n"; break;
     case bisect::Verdict::diverged_earlier:

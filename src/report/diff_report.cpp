@@ -30,11 +30,29 @@ nlohmann::json mismatch_json(const Mismatch& m) {
                       {"b_location", m.b_location.empty() ? nlohmann::json() : nlohmann::json(m.b_location)}};
   if (m.ulp) j["ulp"] = *m.ulp;
   else if (!m.a.is_null() && m.a.contains("bits")) j["ulp"] = nullptr;
+  // Since 1.1.
+  if (m.generator) {
+    j["generator"] = {{"scope", m.generator->scope}, {"op", m.generator->op}, {"io", m.generator->io},
+                      {"name", m.generator->name}};
+  } else {
+    j["generator"] = nullptr;
+  }
   return j;
 }
 
 std::string where(const Mismatch& m) {
   return with_call(m.scope + " " + m.op + " " + m.io + " " + m.name, m.occurrence, m.calls);
+}
+
+// A mismatch a generator's state explains (diff::classify), in words.
+std::string generator_text(const Mismatch& m) {
+  const diff::GeneratorRecord& g = *m.generator;
+  const bool itself = g.scope == m.scope && g.op == m.op && g.io == m.io && g.name == m.name;
+  std::string s = itself ? "a generator's state differs while every record before it matches: not an op of the step"
+                         : "the step drew from a generator whose state differs (" + g.text() +
+                               "), and no record before this one differs";
+  return s + "; the generator was not seeded alike (not seeded, or seeded from the time or the process id), or "
+             "not saved and restored; seed it and put it in the program's state";
 }
 
 std::string json_text(const nlohmann::json& v) {
@@ -87,8 +105,10 @@ std::string diff_to_text(const diff::Report& r) {
     if (f.role == diff::Role::origin) o << " (its inputs match: this op introduced the divergence)";
     if (diff::consumed_by_step(f.scope, f.io)) {
       o << " (what the step consumed, its data, differs: not a kernel; dtrace bisect names it)";
+    } else if (f.generator && f.role == diff::Role::unknown) {
+      o << " (" << generator_text(f) << ")";
     } else if (f.role == diff::Role::receiver) {
-      o << " (an input already differed)";
+      o << " (an input already differed" << (f.generator ? "; " + generator_text(f) : std::string()) << ")";
     }
     o << "\n";
     if (!f.a_location.empty()) o << "  A:       " << f.a_location << "\n";

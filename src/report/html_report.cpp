@@ -361,6 +361,10 @@ void write_diff_summary(std::ostringstream& o, const diff::Report& d) {
   o << "</section>\n";
 }
 
+std::string generator_record(const bisect::GeneratorDifference& g) {
+  return g.scope + " " + g.op + " " + g.io + " " + g.name;
+}
+
 // The stages in the order bisect runs them, with the replays each ran.
 struct Stage {
   const char* name;
@@ -378,6 +382,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
   }
   if (b.verdict == bisect::Verdict::restore) o << ": " << escape(bisect::state_record(b));
   if (b.input) o << ": " << escape(b.input->scope + " " + b.input->op + " in " + b.input->name);
+  if (b.generator) o << ": " << escape(generator_record(*b.generator));
   o << "</p>\n<p>" << escape(b.reached) << "</p>\n";
   const Stage stages[] = {{"restore", {}},
                           {"layer", {"layer"}},
@@ -409,10 +414,15 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
       else if (b.verdict == bisect::Verdict::data)
         state = "what the step consumed differs: " + b.input->scope + " " + b.input->op + " in " + b.input->name,
         css = "stage-stop";
+      else if (b.verdict == bisect::Verdict::generator && b.reached.starts_with("restore"))
+        state = "a generator's state differs: " + generator_record(*b.generator), css = "stage-stop";
       else if (had_layer)
         state = "restored state matches (read from the layer replays)", css = "stage-done";
       else
         state = "not reached", css = "stage-skip";
+    } else if (std::string_view(s.name) == "layer" && b.verdict == bisect::Verdict::generator &&
+               b.reached.starts_with("layer")) {
+      state = "a generator's state differs: " + generator_record(*b.generator), css = "stage-stop";
     } else if (std::string_view(s.name) == "layer" && !b.layer.empty()) {
       state = "suspect layer " + b.layer, css = "stage-done";
     } else if (std::string_view(s.name) == "kernel" && b.verdict == bisect::Verdict::named) {
@@ -565,6 +575,8 @@ std::string page_title(const diff::Report* d, const bisect::Report* b) {
       t += " " + bisect::state_record(*b);
     } else if (b->verdict == bisect::Verdict::data && b->input) {
       t += " " + b->input->scope + " " + b->input->op + " in " + b->input->name;
+    } else if (b->verdict == bisect::Verdict::generator && b->generator) {
+      t += " " + generator_record(*b->generator);
     } else if (b->verdict == bisect::Verdict::fast_forward && b->departed) {
       // The step to bisect next, which the replay departed at.
       return t + at(b->step, b->rank) + ": step " + std::to_string(b->departed->step) + " departed from run " +

@@ -17,8 +17,8 @@ struct Schema {
   std::string_view version;
 };
 
-inline constexpr Schema diff_schema{"dtrace-diff", "1.0"};
-inline constexpr Schema bisect_schema{"dtrace-bisect", "1.3"};
+inline constexpr Schema diff_schema{"dtrace-diff", "1.1"};
+inline constexpr Schema bisect_schema{"dtrace-bisect", "1.4"};
 inline constexpr Schema show_schema{"dtrace-show", "1.1"};
 inline constexpr Schema check_schema{"dtrace-check", "1.4"};
 inline constexpr Schema env_schema{"dtrace-env", "1.0"};

@@ -12,7 +12,7 @@ C=$TESTDATA/check
 
 run_dtrace 0 diff --json "$D/identical/a" "$D/identical/b"
 json_is schema '"dtrace-diff"'
-json_is schema_version '"1.0"'
+json_is schema_version '"1.1"'
 run_dtrace 1 diff --json "$D/origin_beats_receiver/a" "$D/origin_beats_receiver/b"
 run_dtrace 1 diff --json "$D/signed_zero/a" "$D/signed_zero/b"
 json_true '"ulp" in d["first"]'
