@@ -922,4 +922,16 @@ TEST_CASE("the restore and data checks match a record's repeats by occurrence", 
   const auto input = dtrace::bisect::first_input_difference(replay, run, true);
   REQUIRE(input);
   CHECK(input->occurrence == 1);
+  // Named as every text names a call (dtrace(1), CALLS OF A REPEATED OP).
+  CHECK(input->text() == "step batch in b1, call 2 of 2");
+  // The runs' own records compared (the data check before any replay): the
+  // second micro-batch alone differs.
+  dtrace::log::Step other = run;
+  other.records[3].digest = dtrace::log::Digest::from_u64(6);
+  const auto data = dtrace::bisect::first_input_difference(run, other, false);
+  REQUIRE(data);
+  CHECK(data->text() == "step batch in b1, call 2 of 2");
+  other.records[3] = run.records[3];
+  other.records[2].digest = dtrace::log::Digest::from_u64(7);
+  CHECK(dtrace::bisect::first_input_difference(run, other, false)->text() == "step batch in b1, call 1 of 2");
 }

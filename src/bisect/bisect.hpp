@@ -147,6 +147,9 @@ struct EarlierDivergence {
 struct DataDifference {
   std::string scope, op, name;
   int occurrence = 0;  // which record of (scope, op, name) at the step: a micro-batch
+  int calls = 1;       // how many such records the step holds
+  // "step batch in tokens, call 2 of 2": how reports name it (dtrace(1), CALLS OF A REPEATED OP).
+  std::string text() const;
 };
 
 // The generator verdict's record, and whether the step is where both runs

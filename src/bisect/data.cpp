@@ -9,6 +9,7 @@
 #include "bisect/session.hpp"
 #include "diff/align.hpp"
 #include "diff/consumed.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::bisect {
 
@@ -18,11 +19,15 @@ std::string n(std::int64_t v) { return std::to_string(v); }
 
 bool consumed(const log::Record& r) { return diff::consumed_by_step(r.scope, log::io_name(r.io)); }
 
-DataDifference describe(const log::Record& r, int occurrence) {
-  return {std::string(r.scope), std::string(r.op), std::string(r.name), occurrence};
+DataDifference describe(const log::Step& step, std::size_t index) {
+  const log::Record& r = step.records[index];
+  return {std::string(r.scope), std::string(r.op), std::string(r.name), diff::occurrence_of(step, index),
+          diff::calls_of(step, index)};
 }
 
 }  // namespace
+
+std::string DataDifference::text() const { return with_call(scope + " " + op + " in " + name, occurrence, calls); }
 
 std::optional<DataDifference> first_input_difference(const log::Step& a, const log::Step& b, bool only_inputs) {
   if (!only_inputs) {
@@ -33,11 +38,11 @@ std::optional<DataDifference> first_input_difference(const log::Step& a, const l
     const std::size_t index = static_cast<std::size_t>(in_a ? first->a : first->b);
     const log::Record& r = side.records[index];
     if (!consumed(r)) return std::nullopt;
-    return describe(r, diff::occurrence_of(side, index));
+    return describe(side, index);
   }
   const auto d = first_picked_difference(a, b, consumed);
   if (!d) return std::nullopt;
-  return describe(*d->record, d->occurrence);
+  return describe(b, static_cast<std::size_t>(d->record - b.records.data()));
 }
 
 bool runs_consumed_different_data(Session& s) {
@@ -48,8 +53,7 @@ bool runs_consumed_different_data(Session& s) {
   rep.verdict = Verdict::data;
   rep.input = input;
   rep.reached = "data check: runs A and B first differ at step " + n(rep.step) + " in what the step consumed (" +
-                input->scope + " " + input->op + " in " + input->name +
-                "), read from the logs: the step's inputs differ, from the data pipeline's state (a sampler's "
+                input->text() + "), read from the logs: the step's inputs differ, from the data pipeline's state (a sampler's "
                 "position or order, an augmentation's generator), not from a kernel of the step";
   s.note("data", rep.reached);
   return true;

@@ -56,8 +56,8 @@ Result<bool> restore_matches_run(Session& s, const Side& side, const std::string
   // cannot do is reproduce the run, and the report must say why.
   if (auto input = first_input_difference((*replayed)->step, side.recorded->step, true)) {
     const std::string line = "data: replaying run " + std::string(1, side.name) + " at step " + n(rep.step) +
-                             " does not feed the step what the run consumed there (" + input->scope + " " +
-                             input->op + " in " + input->name + "): its checkpoint does not restore the data "
+                             " does not feed the step what the run consumed there (" + input->text() +
+                             "): its checkpoint does not restore the data "
                              "pipeline's state, so the replays compute from other data than the run did";
     rep.notes.push_back(line);
     s.note("restore", line);

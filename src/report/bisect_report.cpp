@@ -210,8 +210,7 @@ std::string bisect_to_text(const bisect::Report& r) {
         << "\n  an incomplete restore (state not saved or not loaded) is the divergence\n";
       break;
     case bisect::Verdict::data:
-      o << "data: the inputs of step " << r.step << " differ: " << r.input->scope << " " << r.input->op << " in "
-        << r.input->name << "\n  what the step consumed differs (the data pipeline's state), not a kernel in the step\n";
+      o << "data: the inputs of step " << r.step << " differ: " << r.input->text() << "\n  what the step consumed differs (the data pipeline's state), not a kernel in the step\n";
       break;
     case bisect::Verdict::generator: {
       const auto& g = *r.generator;

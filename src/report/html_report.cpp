@@ -381,7 +381,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
       << bisect::basis_name(b.basis) << ")";
   }
   if (b.verdict == bisect::Verdict::restore) o << ": " << escape(bisect::state_record(b));
-  if (b.input) o << ": " << escape(b.input->scope + " " + b.input->op + " in " + b.input->name);
+  if (b.input) o << ": " << escape(b.input->text());
   if (b.generator) o << ": " << escape(generator_record(*b.generator));
   o << "</p>\n<p>" << escape(b.reached) << "</p>\n";
   const Stage stages[] = {{"restore", {}},
@@ -412,7 +412,7 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
                 std::to_string(b.departed->step),
         css = "stage-stop";
       else if (b.verdict == bisect::Verdict::data)
-        state = "what the step consumed differs: " + b.input->scope + " " + b.input->op + " in " + b.input->name,
+        state = "what the step consumed differs: " + b.input->text(),
         css = "stage-stop";
       else if (b.verdict == bisect::Verdict::generator && b.reached.starts_with("restore"))
         state = "a generator's state differs: " + generator_record(*b.generator), css = "stage-stop";
@@ -574,7 +574,7 @@ std::string page_title(const diff::Report* d, const bisect::Report* b) {
     } else if (b->verdict == bisect::Verdict::restore) {
       t += " " + bisect::state_record(*b);
     } else if (b->verdict == bisect::Verdict::data && b->input) {
-      t += " " + b->input->scope + " " + b->input->op + " in " + b->input->name;
+      t += " " + b->input->text();
     } else if (b->verdict == bisect::Verdict::generator && b->generator) {
       t += " " + generator_record(*b->generator);
     } else if (b->verdict == bisect::Verdict::fast_forward && b->departed) {
