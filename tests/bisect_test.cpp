@@ -224,6 +224,9 @@ struct RunSteps {
   std::string batch_scope;           // where that record is: "step", or a layer's scope
   std::vector<std::uint64_t> rng;    // each step's drawn generator (step rng numpy, at its end); empty: none
   std::int64_t first = 0;            // the first step's number (a resumed run begins later)
+  // The loss recorded twice per step (two micro-batches' losses, as one op
+  // called twice): the first of outcome 0 always, the second of loss_outcome.
+  bool loss_twice = false;
 };
 
 std::string write_run(const TempDir& dir, char side, const RunSteps& steps, const std::string& config,
@@ -234,6 +237,7 @@ std::string write_run(const TempDir& dir, char side, const RunSteps& steps, cons
   for (std::size_t s = 0; s < steps.state.size(); ++s) {
     std::vector<Line> lines{{"opt", "adamw", "state", "w", steps.state[s]}};
     if (!steps.batch.empty()) lines.push_back({steps.batch_scope, "batch", "in", "batch.0", steps.batch[s]});
+    if (steps.loss_twice) lines.push_back({"step", "loss", "metric", "loss", loss_bits(0)});
     lines.push_back({"step", "loss", "metric", "loss", loss_bits(steps.loss_outcome[s])});
     lines.push_back({"step", "time", "timing", "step_seconds", 0x3d000000u + s});
     if (!steps.rng.empty()) lines.push_back({"step", "rng", "state", "numpy", steps.rng[s]});
@@ -627,6 +631,16 @@ TEST_CASE("bisect's restore check: runs that diverged before the step", "[bisect
     CHECK(r.reached.find("differ in configuration") != std::string::npos);
     CHECK(x.stages(r) == std::vector<std::string>{"layer A", "layer B"});
     CHECK(has_note(x.notes, "restore: the runs diverged before step 2"));
+  }
+  SECTION("the earlier record names its call when the step repeats it") {
+    RunSteps a2 = a, b2 = b;
+    a2.loss_twice = b2.loss_twice = true;
+    Bisect x(a2, b2, "{\"seed\":1}", "{\"seed\":2}");
+    x.options.step = 2;
+    x.workload.restored = {{'A', 0x61}, {'B', 0x71}};
+    const Report r = x.run();
+    REQUIRE(r.earlier);
+    CHECK(r.earlier->record == "step loss metric loss, call 2 of 2");
   }
   SECTION("with --replay the command to bisect there replays the same way") {
     Bisect x(a, b);

@@ -6,6 +6,7 @@
 
 #include "bisect/session.hpp"
 #include "diff/diff.hpp"
+#include "util/words.hpp"
 
 namespace dtrace::bisect {
 
@@ -82,7 +83,7 @@ Result<bool> runs_diverged_earlier(Session& s, bool may_repeat_a) {
   EarlierDivergence earlier;
   earlier.step = m.step;
   earlier.rank = m.rank;
-  earlier.record = m.scope + " " + m.op + " " + m.io + " " + m.name;
+  earlier.record = with_call(m.scope + " " + m.op + " " + m.io + " " + m.name, m.occurrence, m.calls);
   earlier.command = bisect_command(s.options, m.step);
   rep.earlier = earlier;
   const std::string line = "the runs diverged before step " + step + ": each replay starts from its own run's state, "
