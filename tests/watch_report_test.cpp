@@ -26,4 +26,14 @@ TEST_CASE("watch names a rank's divergence in a repeated op's second call as eve
   CHECK(dtrace::report::watch_event_to_text(e) ==
         "watch: rank 3 diverged at step 7: seq 12 fwd/layer.0/mlp gemm_fc1 out y, call 2 of 2 (value, origin)  "
         "A a/rank3.jsonl:40  B b/rank3.jsonl:40\n");
+  // A draw from a generator whose state differs (diff::classify): named as
+  // diff names it, so the role unknown is not left unexplained.
+  m.occurrence = 0;
+  m.calls = 1;
+  m.role = dtrace::diff::Role::unknown;
+  m.generator = dtrace::diff::GeneratorRecord{"step", "rng", "state", "numpy"};
+  e.mismatch = m;
+  CHECK(dtrace::report::watch_event_to_text(e) ==
+        "watch: rank 3 diverged at step 7: seq 12 fwd/layer.0/mlp gemm_fc1 out y (value, unknown; a generator's "
+        "state differs: step rng state numpy)  A a/rank3.jsonl:40  B b/rank3.jsonl:40\n");
 }

@@ -96,7 +96,9 @@ std::string watch_event_to_text(const watch::Event& e) {
       o << "watch: rank " << m.rank << " diverged at step " << m.step << ": seq " << m.seq << " "
         << with_call(m.scope + " " + m.op + " " + m.io + " " + m.name, m.occurrence, m.calls) << " ("
         << diff::kind_name(m.kind) << ", "
-        << diff::role_name(m.role) << ")  A " << m.a_location << "  B " << m.b_location << "\n";
+        << diff::role_name(m.role)
+        << (m.generator ? "; a generator's state differs: " + m.generator->text() : std::string()) << ")  A "
+        << m.a_location << "  B " << m.b_location << "\n";
       break;
     }
     case watch::EventKind::departed:
