@@ -93,7 +93,10 @@ out_has "generator: the state of a generator step 0 draws from differs: step rng
 out_lacks "incomplete restore"
 
 # A post-mortem script reads it as a cause named (exit 0), with its record.
-"$PYTHON" - "$DTRACE" <<'PY' || fail "postmortem on the generator verdict"
+# Debian's python3, where dtrace runs (as e2e/python_postmortem): the torch 2
+# pass's $PYTHON is a Debian 13 root, where the host-built dtrace has none of
+# its libraries.
+/usr/bin/python3 - "$DTRACE" <<'PY' || fail "postmortem on the generator verdict"
 import sys
 from dtrace import postmortem
 b = postmortem.bisect("u1", "u2", trust=True, dtrace=sys.argv[1])
