@@ -206,20 +206,6 @@ Result<bool> fast_forward_departed(Session& s, const Side& side, const std::stri
 
 namespace {
 
-// The state record of `step` with the identity of `want` (scope, op, name and
-// occurrence among state records): the counterpart first_picked_difference
-// compared it with. Null when the step lacks it.
-const log::Record* state_counterpart(const log::Step& step, const log::Record& want, int occurrence) {
-  int seen = 0;
-  for (const log::Record& r : step.records) {
-    if (r.io == log::Io::state && r.scope == want.scope && r.op == want.op && r.name == want.name &&
-        seen++ == occurrence) {
-      return &r;
-    }
-  }
-  return nullptr;
-}
-
 bool is_state(const log::Record& r) { return r.io == log::Io::state; }
 
 }  // namespace
@@ -247,7 +233,7 @@ Result<void> check_held_state(const Session& s, const Side& side, const std::str
     const auto d = first_picked_difference((*replayed)->step, *ref.step, is_state);
     if (!d) continue;
     const log::Record& want = *d->record;
-    const log::Record* got = state_counterpart((*replayed)->step, want, d->occurrence);
+    const log::Record* got = d->replayed;
     const std::string record = std::string(want.scope) + " " + std::string(want.op) + " " + std::string(want.name);
     const std::string value = got == nullptr ? "missing in this replay"
                                              : got->digest.hex() + " in this replay, " + want.digest.hex() + " as " +
@@ -295,7 +281,7 @@ std::optional<PickedDifference> first_picked_difference(const log::Step& replaye
     auto it = have.find(picked_key(r, occurrence));
     if (it == have.end() || it->second->digest != r.digest || it->second->dtype != r.dtype ||
         !std::equal(r.shape.begin(), r.shape.end(), it->second->shape.begin(), it->second->shape.end())) {
-      return PickedDifference{&r, occurrence};
+      return PickedDifference{&r, occurrence, it == have.end() ? nullptr : it->second};
     }
   }
   return std::nullopt;

@@ -224,6 +224,7 @@ std::optional<StateRecord> first_state_difference(const log::Step& replayed, con
 struct PickedDifference {
   const log::Record* record = nullptr;
   int occurrence = 0;
+  const log::Record* replayed = nullptr;  // `replayed`'s record of that identity; null when it lacks one
 };
 std::optional<PickedDifference> first_picked_difference(const log::Step& replayed, const log::Step& recorded,
                                                         const std::function<bool(const log::Record&)>& pick);
