@@ -128,6 +128,9 @@ class Program:
         self.explicit = False
         self.error: Optional[str] = None
         self._step_cm = None
+        # A child forked from this process (a data loader's worker) inherits
+        # all of this, the open log included; only this process closes it.
+        self.pid = os.getpid()
 
     # ---- hooks into torch ---------------------------------------------------------
     def install(self) -> None:
@@ -351,6 +354,8 @@ class Program:
         forward after the last step): it is dropped. After an uncaught exception
         it is written as it stands, incomplete, as the explicit Recorder writes
         a step the program crashed in."""
+        if os.getpid() != self.pid:
+            return
         if self.recorder is not None:
             try:
                 crashed = getattr(sys, "last_value", None) is not None or getattr(sys, "last_exc", None) is not None
