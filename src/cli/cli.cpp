@@ -7,6 +7,11 @@
 #endif
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "util/closest.hpp"
 
 namespace dtrace::cli {
 
@@ -40,6 +46,55 @@ void keep_freed_memory() {
 #endif
 }
 
+// `dtrace --help` lists one line per command, so the list fits a first screen
+// (as git's does); `dtrace COMMAND --help` shows the command's whole
+// description. A command missing here is listed with its description's first line.
+class CommandListFormatter : public CLI::Formatter {
+ public:
+  std::string make_subcommand(const CLI::App* sub) const override {
+    static const std::map<std::string, std::string, std::less<>> kSummaries{
+        {"record", "record a PyTorch program as it is: dtrace record --out DIR -- CMD"},
+        {"diff", "name the first step, rank and record where two runs diverge"},
+        {"bisect", "replay the divergent step finer and name the kernel that did it"},
+        {"show", "summarize a run: header, ranks, steps, records"},
+        {"check", "certify a run before trusting a diff of it"},
+        {"replicas", "check that one run's data-parallel replicas agree"},
+        {"watch", "follow a run as it is written and stop at its first divergence"},
+        {"hash", "print the xxh3-64k/1 fingerprint of files"},
+        {"env", "show and validate the deterministic environment"},
+        {"exec", "run a command in the deterministic environment"},
+        {"verify", "certify that a workload is bit-identical run to run or across a resume"},
+        {"tax", "measure what the deterministic kernels cost"},
+    };
+    const auto found = kSummaries.find(sub->get_name());
+    const std::string& description = sub->get_description();
+    std::stringstream out;
+    CLI::detail::format_help(out, sub->get_name(),
+                             found != kSummaries.end() ? found->second : description.substr(0, description.find('\n')),
+                             get_column_width());
+    return out.str();
+  }
+};
+
+// The first argument names a command (dtrace takes no positional argument of
+// its own): a word that is none is answered with the closest commands, as git
+// does, before CLI11 would say only that a subcommand is required.
+void check_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;  // options, and no command, are CLI11's to report
+  const std::string word = argv[1];
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(word)) return;
+    names.push_back(sub->get_name());
+  }
+  std::string message = "unknown command '" + word + "'";
+  const std::vector<std::string> closest = dtrace::closest_words(word, names);
+  for (std::size_t i = 0; i < closest.size(); ++i)
+    message += (i == 0 ? "; did you mean '" : i + 1 == closest.size() ? " or '" : ", '") + closest[i] + "'";
+  message += closest.empty() ? " (see dtrace --help)" : "?";
+  throw Failure(message);
+}
+
 }  // namespace
 
 void allow_many_files() {
@@ -60,19 +115,26 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", "dtrace 0.1.0");
   app.require_subcommand(1);
   int exit_status = kExitSame;
+  // In the order of the first screen of `dtrace --help`: the story first.
+  add_record(app, exit_status);
   add_diff(app, exit_status);
   add_bisect(app, exit_status);
-  add_hash(app, exit_status);
-  add_replicas(app, exit_status);
-  add_watch(app, exit_status);
   add_show(app, exit_status);
   add_check(app, exit_status);
+  add_replicas(app, exit_status);
+  add_watch(app, exit_status);
+  add_hash(app, exit_status);
   add_env(app, exit_status);
   add_exec(app, exit_status);
-  add_record(app, exit_status);
   add_verify(app, exit_status);
   add_tax(app, exit_status);
+  // After the commands, which would inherit them.
+  auto formatter = std::make_shared<CommandListFormatter>();
+  formatter->column_width(14);
+  app.formatter(formatter);
+  app.footer("'dtrace COMMAND --help' describes a command and its options; man dtrace has everything.");
   try {
+    check_command(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -19,6 +19,19 @@ const fs::path kStateDir = ".dtrace";
 const fs::path kLastDiff = kStateDir / "last-diff.json";
 // Far more than the few paths it holds: anything larger is not ours.
 constexpr off_t kMaxStateBytes = 1 << 20;
+
+// A run as this directory names it. The diff stores its runs absolute, so the
+// state means the same runs whatever they were called; one inside the current
+// directory (where ./.dtrace/ is, so where the diff ran) reads relative again,
+// as the user typed it, and bisect's report shows no path of this machine's.
+std::string named_here(const std::string& path) {
+  std::error_code ec;
+  const fs::path here = fs::current_path(ec);
+  if (ec) return path;
+  const fs::path relative = fs::path(path).lexically_relative(here);
+  if (relative.empty() || *relative.begin() == "..") return path;
+  return relative.string();
+}
 }  // namespace
 
 void save_last_diff(const diff::Report& report) {
@@ -75,8 +88,8 @@ std::optional<LastDiff> load_last_diff() {
     return std::nullopt;
   }
   LastDiff last;
-  last.run_a = j["run_a"].get<std::string>();
-  last.run_b = j["run_b"].get<std::string>();
+  last.run_a = named_here(j["run_a"].get<std::string>());
+  last.run_b = named_here(j["run_b"].get<std::string>());
   if (j.contains("step")) last.step = j["step"].get<std::int64_t>();
   if (j.contains("rank")) last.rank = static_cast<std::int32_t>(j["rank"].get<std::int64_t>());
   return last;
