@@ -136,6 +136,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dtrace_session_done": ([_p], _c.c_int),
         "dtrace_session_step": ([_p, i64p], _c.c_int),
         "dtrace_session_first_step_request": ([_p, i32p], _c.c_int),
+        "dtrace_session_variable": ([_p, _c.c_char_p, _c.POINTER(_c.c_char_p)], _c.c_int),
         "dtrace_session_last_error": ([_p], _c.c_char_p),
         "dtrace_session_close": ([_p], _c.c_int),
         "dtrace_recorder_open_session": ([_c.POINTER(RunOptions), _p, _c.POINTER(_p)], _c.c_int),
@@ -233,6 +234,12 @@ class Session:
         out = _c.c_int32()
         self._check(self._lib.dtrace_session_first_step_request(self._h, _c.byref(out)))
         return bool(out.value)
+
+    def variable(self, name: str) -> Optional[str]:
+        """The request's value of `name` (None when the request does not set it)."""
+        out = _c.c_char_p()
+        self._check(self._lib.dtrace_session_variable(self._h, name.encode(), _c.byref(out)))
+        return _s(out.value) if out.value is not None else None
 
     @property
     def handle(self):

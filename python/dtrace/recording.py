@@ -49,6 +49,34 @@ LAUNCHER_RANKS = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WO
                   ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
 
 
+# `dtrace record -- CMD` (dtrace(1), RECORD) runs a program with these set: the
+# run's replay command (a JSON array: dtrace record again, in front of the
+# command as typed) and the directory it runs in. Every recorder of the process
+# records them as its replay command, so a replay goes through `dtrace record`
+# again and reaches every rank the way the recording did.
+RECORD_REPLAY_ARGV_VARIABLE = "DTRACE_RECORD_REPLAY_ARGV"
+RECORD_CWD_VARIABLE = "DTRACE_RECORD_CWD"
+
+# The recorders of this process: a program with its own Recorder is recorded by
+# it alone, and dtrace record's automatic one stands down (dtrace_torch.auto).
+explicit_recorders = 0
+automatic_recording: Optional[str] = None  # what the automatic recorder is recording, once it began
+
+
+def recorded_command() -> Optional[List[str]]:
+    """The replay command `dtrace record` handed this process, or None."""
+    text = os.environ.get(RECORD_REPLAY_ARGV_VARIABLE)
+    if not text:
+        return None
+    try:
+        argv = json.loads(text)
+    except ValueError:
+        argv = None
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise Error(f"{RECORD_REPLAY_ARGV_VARIABLE}={text!r}: not a JSON array of strings (dtrace record sets it)")
+    return argv
+
+
 def launcher_rank() -> Tuple[int, int]:
     """(rank, world size) as the process's launcher set them, else (0, 1)."""
     for rank, size in LAUNCHER_RANKS:
@@ -99,6 +127,10 @@ class Recorder:
       stops there (exit 2, after naming the suspect layer on stderr).
     """
 
+    # dtrace record's automatic recorder (dtrace_torch.auto) says so: it does not
+    # count as the program's own Recorder.
+    _automatic = False
+
     # The private variables through which a replay command carries what the
     # workflow variables changed (DTRACE_* workflow variables are refused in a
     # replay), and the one naming the launcher. A subclass's names.
@@ -115,6 +147,13 @@ class Recorder:
                  isolate: Optional[Callable[[Isolation], None]] = None):
         if level not in capi.LEVELS:
             raise ValueError(f"level={level!r}: not one of step, layer, kernel")
+        if not self._automatic:
+            global explicit_recorders
+            if automatic_recording is not None:
+                raise Error(f"dtrace record already records this process ({automatic_recording}): a program "
+                            f"with its own Recorder must create it before its model's first forward, so that "
+                            f"it records the run alone")
+            explicit_recorders += 1
         if checkpoint_every < 0:
             raise ValueError(f"checkpoint_every={checkpoint_every}: not >= 0")
         if resume_at is not None and (isinstance(resume_at, bool) or operator.index(resume_at) < 0):
@@ -150,8 +189,14 @@ class Recorder:
         header_config = self._header_config(dict(config or {}))
         if self.deterministic is not None:
             header_config["deterministic"] = self.deterministic
-        argv = list(replay_argv) if replay_argv is not None else self._replay_argv(
-            workflow_dir or pinned_dir, deterministic, launcher)
+        recorded = recorded_command() if replay_argv is None else None
+        if recorded is not None:
+            # Under `dtrace record` the replay command is the recorded command,
+            # launcher and all; the workflow variables are the run's own there.
+            argv = recorded
+        else:
+            argv = list(replay_argv) if replay_argv is not None else self._replay_argv(
+                workflow_dir or pinned_dir, deterministic, launcher)
         # How libdtrace's recorder is opened: once here, or once per request of a
         # replay session (dtrace-fp(5), "Replay sessions"), which this class
         # serves: its headers announce dtrace-replay/1.2.
@@ -159,7 +204,8 @@ class Recorder:
             run_dir=run_dir, run_name=run_name or (os.path.basename(run_dir) if run_dir else ""),
             rank=self.rank, world_size=self.world_size, level=capi.LEVELS[level],
             env_json=json.dumps({k: os.environ[k] for k in DETERMINISM_VARIABLES if os.environ.get(k)}),
-            config_json=json.dumps(header_config), replay_argv=argv, replay_cwd=None,
+            config_json=json.dumps(header_config), replay_argv=argv,
+            replay_cwd=os.environ.get(RECORD_CWD_VARIABLE) or None if recorded is not None else None,
             replica_groups=self._replica_groups(replicas), replica_per_rank=",".join(own),
             serves_sessions=True)
         self.restored_at: Optional[int] = None
@@ -181,7 +227,7 @@ class Recorder:
             self._attach(capi.Native(**self._native_options))
         else:
             self.level, self.replaying = capi.LEVELS[level], True
-        self._warn_if_unreplayable(replay_argv, launcher)
+        self._warn_if_unreplayable(replay_argv if recorded is None else recorded, launcher)
 
     # ---- what a subclass gives (dtrace_torch: PyTorch's) --------------------------
     def _check_state(self) -> None:

@@ -97,6 +97,7 @@ class Recorder(_Recorder):
         self._param_names = {id(p): n for n, p in model.named_parameters()}
         self._hooks = self._mode = self._collectives = self._calls = self._compiled = None
         self._optimizer_hooks: list = []
+        self._step_patched = False  # torch 1.13: the optimizer's bound step is _patch_optimizer's wrapper
         super().__init__(state, run_dir=run_dir, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                          level=level, run_name=run_name, rank=rank, world_size=world_size, config=config,
                          replay_argv=replay_argv, replicas=replicas, per_rank=per_rank, resume_at=resume_at)
@@ -153,8 +154,8 @@ class Recorder(_Recorder):
         for handle in self._optimizer_hooks:
             handle.remove()
         self._optimizer_hooks = []
-        if self.optimizer is not None and "step" in vars(self.optimizer) and not hasattr(
-                self.optimizer, "register_step_pre_hook"):
+        if self._step_patched:
+            self._step_patched = False
             del self.optimizer.step  # the class's own step again (torch 1.13's wrapper)
         if self._hooks:
             self._hooks.remove()
@@ -219,39 +220,44 @@ class Recorder(_Recorder):
         for name, obj in self.extra.items():
             sink.tensors_(lvl, name, st, list(state_values(name, obj.state_dict())))
 
+    def _optimizer_step_begins(self) -> None:
+        """The gradients as the optimizer sees them, before it steps; its own
+        kernels are then recorded under scope "opt"."""
+        if self.current_step is not None:
+            self.sink.set_scope("step")
+            with self._timed():
+                self.sink.tensors_(capi.LEVEL_STEP, "grads", capi.IO_OUT,
+                                   [(n, p.grad) for n, p in self.model.named_parameters() if p.grad is not None])
+            self.sink.set_scope("opt")
+
+    def _optimizer_step_ends(self) -> None:
+        if self.sink is not None:
+            self.sink.set_scope("step")
+
     def _patch_optimizer(self) -> None:
-        """The gradients as the optimizer sees them, before it steps, and its own
-        kernels under scope "opt". torch 2.x: the optimizer's step pre- and
-        post-hooks, which leave its `step` as it is (an LR scheduler checks at
-        its first step that `step` is still its own wrapper, and close() must
-        not take that wrapper away). torch 1.13 has no step hooks: the bound
-        step method is wrapped instead."""
+        """Calls the two methods above around the optimizer's step. torch 2.x:
+        the optimizer's step pre- and post-hooks, which leave its `step` as it is
+        (an LR scheduler checks at its first step that `step` is still its own
+        wrapper, and close() must not take that wrapper away). torch 1.13 has no
+        step hooks: the bound step method is wrapped instead."""
         if self.optimizer is None:
             return
         opt, rec = self.optimizer, self
-
-        def before():
-            if rec.current_step is not None:
-                rec.sink.set_scope("step")
-                with rec._timed():
-                    rec.sink.tensors_(capi.LEVEL_STEP, "grads", capi.IO_OUT,
-                                      [(n, p.grad) for n, p in rec.model.named_parameters() if p.grad is not None])
-                rec.sink.set_scope("opt")
-
         if hasattr(opt, "register_step_pre_hook"):
-            self._optimizer_hooks = [opt.register_step_pre_hook(lambda *_: before()),
-                                     opt.register_step_post_hook(lambda *_: rec.sink.set_scope("step"))]
+            self._optimizer_hooks = [opt.register_step_pre_hook(lambda *_: rec._optimizer_step_begins()),
+                                     opt.register_step_post_hook(lambda *_: rec._optimizer_step_ends())]
             return
         original = opt.step
 
         def step(*args, **kwargs):
-            before()
+            rec._optimizer_step_begins()
             try:
                 return original(*args, **kwargs)
             finally:
-                rec.sink.set_scope("step")
+                rec._optimizer_step_ends()
 
         opt.step = step
+        self._step_patched = True
 
     def log_call(self, scope: str, op: str, occurrence: int, args, kwargs, names=None) -> None:
         if self._calls is not None and self.native.captures():
