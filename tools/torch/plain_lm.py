@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import torch
 
@@ -84,12 +85,17 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS",
+                   help="sleep this long at start-up, standing in for what a cluster job pays per launch "
+                        "(tools/bench/record.sh, as gpt_moe.py's)")
     args = p.parse_args(argv)
     if args.grad_accum < 1:
         p.error("--grad-accum must be 1 or more")
     if args.compile_block and not hasattr(torch, "compile"):
         p.error(f"--compile-block needs torch 2.x (torch.compile); this is torch {torch.__version__}")
 
+    if args.startup_delay > 0:
+        time.sleep(args.startup_delay)  # every run of the command pays it, replays included
     torch.set_num_threads(args.threads)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
