@@ -256,6 +256,13 @@ int dtrace_recorder_begin_step(dtrace_recorder* recorder, int64_t step);
  * step; DTRACE_ERROR_IO when the log cannot be written. */
 int dtrace_recorder_end_step(dtrace_recorder* recorder);
 
+/* Drops the open step: none of its records is written (a step the program
+ * began and ended without finishing on purpose; dtrace record's recorder when
+ * the program exits between a forward and its optimizer step). A crash
+ * mid-step is not that: dtrace_recorder_close() writes such a step without
+ * its end record. DTRACE_ERROR_ORDER without an open step. Since DTRACE_1.3. */
+int dtrace_recorder_discard_step(dtrace_recorder* recorder);
+
 /* Fast-forward: steps begun before `until_step` run without recording (their
  * begin, records and end are accepted and dropped, and wants() says 0), so a
  * program restoring a checkpoint older than the step it must replay runs the

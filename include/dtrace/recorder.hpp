@@ -320,6 +320,14 @@ class Recorder {
   // repetition ends with end_step() or when the recorder is destroyed.
   virtual void begin_repetition(int k) = 0;
 
+  // Drops the open step: none of its records is written, and the next
+  // begin_step() may reuse its number. For a step the program began and then
+  // ended without finishing on purpose: `dtrace record`'s recorder begins a
+  // step at the model's first forward and, when the program exits before the
+  // optimizer steps (a last evaluation forward), that was no step. A crash
+  // mid-step is not that: the destructor writes such a step, incomplete.
+  virtual void discard_step() = 0;
+
  protected:
   Recorder() = default;
   virtual void push_scope(std::string_view part) = 0;

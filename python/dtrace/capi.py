@@ -116,6 +116,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dtrace_recorder_current_scope": ([_p, strp], _c.c_int),
         "dtrace_recorder_begin_step": ([_p, _c.c_int64], _c.c_int),
         "dtrace_recorder_end_step": ([_p], _c.c_int),
+        "dtrace_recorder_discard_step": ([_p], _c.c_int),
         "dtrace_recorder_fast_forward": ([_p, _c.c_int64], _c.c_int),
         "dtrace_recorder_tensor": ([_p, _c.c_int32, _c.c_char_p, _c.c_int32, _c.c_char_p, _c.c_char_p,
                                     i64p, _c.c_size_t, _p, _c.c_size_t], _c.c_int),
@@ -342,6 +343,7 @@ class Native:
     def current_scope(self) -> str: return _s(self._get(self._lib.dtrace_recorder_current_scope, _c.c_char_p))
     def begin_step(self, step: int) -> None: self._check(self._lib.dtrace_recorder_begin_step(self._h, step))
     def end_step(self) -> None: self._check(self._lib.dtrace_recorder_end_step(self._h))
+    def discard_step(self) -> None: self._check(self._lib.dtrace_recorder_discard_step(self._h))
     def fast_forward(self, until: int) -> None: self._check(self._lib.dtrace_recorder_fast_forward(self._h, until))
     def begin_repetition(self, k: int) -> None: self._check(self._lib.dtrace_recorder_begin_repetition(self._h, k))
 

@@ -314,10 +314,19 @@ class Program:
 
     # ---- the end --------------------------------------------------------------------
     def exit(self) -> None:
-        """At the process's exit: the log closed (a step begun and not ended is
-        not written), and the note dtrace record reads."""
+        """At the process's exit: the log closed, and the note dtrace record
+        reads. A step begun and not ended was no step when the program exits
+        normally (a last evaluation forward with gradients on, a second model's
+        forward after the last step): it is dropped. After an uncaught exception
+        it is written as it stands, incomplete, as the explicit Recorder writes
+        a step the program crashed in."""
         if self.recorder is not None:
             try:
+                crashed = getattr(sys, "last_value", None) is not None or getattr(sys, "last_exc", None) is not None
+                if self._step_cm is not None and not crashed and self.recorder.native is not None:
+                    self._step_cm = None
+                    self.recorder.native.discard_step()
+                    self.recorder.current_step = None
                 self.recorder.close()
             except Exception as e:  # the note says it; the exit goes on
                 self.error = self.error or f"dtrace record: closing the log: {e}"

@@ -525,6 +525,10 @@ int dtrace_recorder_end_step(dtrace_recorder* handle) {
   return call(handle, [&](dtrace::Recorder& r) { r.end_step(); });
 }
 
+int dtrace_recorder_discard_step(dtrace_recorder* handle) {
+  return call(handle, [&](dtrace::Recorder& r) { r.discard_step(); });
+}
+
 int dtrace_recorder_fast_forward(dtrace_recorder* handle, int64_t until_step) {
   return call(handle, [&](dtrace::Recorder& r) { r.fast_forward(until_step); });
 }

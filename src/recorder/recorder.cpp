@@ -313,6 +313,18 @@ class RankRecorder final : public Recorder {
     repetition_ = true;
   }
 
+  void discard_step() override {
+    if (!step_) throw RecorderError("discard_step() without an open step", Kind::order);
+    // Nothing of the step has reached a file (lines are written at end_step),
+    // so forgetting its lines is all: the chain restarts from the last step
+    // written at the next begin_step().
+    step_.reset();
+    repetition_ = false;
+    fast_forwarding_ = false;
+    lines_.clear();
+    capture_lines_.clear();
+  }
+
   std::string current_scope() const override { return scope_; }
 
   void tensor(Level level, std::string_view op, RecordIo io, std::string_view name,
