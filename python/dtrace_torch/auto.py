@@ -128,6 +128,9 @@ class Program:
         self.explicit = False
         self.error: Optional[str] = None
         self._step_cm = None
+        # A child forked from this process (a data loader's worker) inherits
+        # all of this, the open log included; only this process closes it.
+        self.pid = os.getpid()
 
     # ---- hooks into torch ---------------------------------------------------------
     def install(self) -> None:
@@ -278,7 +281,8 @@ class Program:
             if base.explicit_recorders:
                 self.stand_down()
                 return False
-            self.recorder = AutoRecorder(self._model(module), self._optimizer_of(module), self)
+            optimizer = self._optimizer_of(module)
+            self.recorder = AutoRecorder(self._model(module), optimizer, self._other_optimizers(optimizer), self)
         self.in_step, self.backward_in_step, self.step_root_order = True, False, []
         number = self.steps
         if self.recorder.step_begins(number):
@@ -287,7 +291,37 @@ class Program:
         return True
 
     def _model(self, module: torch.nn.Module) -> torch.nn.Module:
-        return module
+        """What the recorder records as the model: the one root, or all of the
+        program's roots (every optimizer's) under one container, so that every
+        trained parameter is in the step's state and gradients, whichever
+        optimizer steps it. Their scopes are then <class name>.<submodule>."""
+        roots = [r for r in self._live_roots() if r is not module]
+        if not roots:
+            return module
+        models = _Models()
+        for root in [module] + roots:
+            name, k = type(root).__name__, 1
+            while name in models._modules:
+                k += 1
+                name = f"{type(root).__name__}{k}"
+            models.add_module(name, root)
+        return models
+
+    def _live_roots(self) -> List[torch.nn.Module]:
+        found = []
+        for o in gc.get_objects():
+            try:
+                if issubclass(type(o), torch.nn.Module) and id(o) in self.roots:
+                    found.append(o)
+            except Exception:
+                continue
+        order = list(self.roots)
+        return sorted(found, key=lambda m: order.index(id(m)))
+
+    def _other_optimizers(self, optimizer) -> Dict[str, torch.optim.Optimizer]:
+        """The program's other optimizers, recorded and restored as further state."""
+        others = [o for o in (r() for r in self.optimizers) if o is not None and o is not optimizer]
+        return {f"optimizer{i + 1}": o for i, o in enumerate(others)}
 
     def _optimizer_of(self, module: torch.nn.Module) -> Optional[torch.optim.Optimizer]:
         held = {id(p) for p in module.parameters()}
@@ -320,6 +354,8 @@ class Program:
         forward after the last step): it is dropped. After an uncaught exception
         it is written as it stands, incomplete, as the explicit Recorder writes
         a step the program crashed in."""
+        if os.getpid() != self.pid:
+            return
         if self.recorder is not None:
             try:
                 crashed = getattr(sys, "last_value", None) is not None or getattr(sys, "last_exc", None) is not None
@@ -353,6 +389,11 @@ class Program:
 _program: Optional[Program] = None
 
 
+class _Models(torch.nn.Module):
+    """A program's root modules as one model for the recorder (never called:
+    each root is called by the program and its hooks are its own)."""
+
+
 from .recording import Recorder  # noqa: E402  (after Program: recording imports nothing of this module)
 
 
@@ -364,10 +405,11 @@ class AutoRecorder(Recorder):
 
     _automatic = True
 
-    def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer], program: Program):
+    def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
+                 others: Dict[str, torch.optim.Optimizer], program: Program):
         argv = base.recorded_command()
         run_dir = os.environ.get("DTRACE_RUN_DIR", "").rstrip("/")
-        super().__init__(model, optimizer, run_name=os.path.basename(run_dir) or None,
+        super().__init__(model, optimizer, state=others, run_name=os.path.basename(run_dir) or None,
                          config={"recorded_by": "dtrace record",
                                                    "command": argv[3:] if argv[1:3] == ["record", "--"] else argv})
         base.automatic_recording = f"{type(model).__name__}, from step 0"

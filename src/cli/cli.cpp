@@ -69,6 +69,7 @@ int run(int argc, char** argv) {
   add_check(app, exit_status);
   add_env(app, exit_status);
   add_exec(app, exit_status);
+  add_record(app, exit_status);
   add_verify(app, exit_status);
   add_tax(app, exit_status);
   try {

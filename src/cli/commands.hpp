@@ -25,6 +25,7 @@ void add_diff(CLI::App& app, int& exit_status);
 void add_env(CLI::App& app, int& exit_status);
 void add_exec(CLI::App& app, int& exit_status);
 void add_hash(CLI::App& app, int& exit_status);
+void add_record(CLI::App& app, int& exit_status);
 void add_replicas(CLI::App& app, int& exit_status);
 void add_show(CLI::App& app, int& exit_status);
 void add_tax(CLI::App& app, int& exit_status);
