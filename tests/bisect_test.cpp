@@ -8,14 +8,18 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "bisect/bisect.hpp"
 #include "bisect/session.hpp"
 #include "log/record.hpp"
+#include "report/bisect_report.hpp"
 #include "support.hpp"
 
 using dtrace::Result;
@@ -55,10 +59,11 @@ void append_step(std::string& out, std::int64_t step, const std::vector<Line>& l
 }
 
 std::string header(const std::string& run, const std::string& level, const std::string& argv_json,
-                   const std::string& config_json, const std::string& env_json = "{}") {
+                   const std::string& config_json, const std::string& env_json = "{}",
+                   const std::string& protocol = "dtrace-replay/1") {
   return "{\"dtrace\":\"fp/1\",\"run\":\"" + run + "\",\"world_size\":1,\"hash\":\"xxh3-64k/1\",\"level\":\"" +
          level + "\",\"env\":" + env_json + ",\"config\":" + config_json + ",\"replay\":{\"argv\":" + argv_json +
-         ",\"protocol\":\"dtrace-replay/1\"}}\n";
+         ",\"protocol\":\"" + protocol + "\"}}\n";
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -230,10 +235,10 @@ struct RunSteps {
 };
 
 std::string write_run(const TempDir& dir, char side, const RunSteps& steps, const std::string& config,
-                      const std::string& env = "{}") {
+                      const std::string& env = "{}", const std::string& protocol = "dtrace-replay/1") {
   const std::string run = dir / std::string("run-") + side;
   std::string log = header(std::string(1, side), "step", "[\"fake-workload\",\"" + std::string(1, side) + "\"]",
-                           config, env);
+                           config, env, protocol);
   for (std::size_t s = 0; s < steps.state.size(); ++s) {
     std::vector<Line> lines{{"opt", "adamw", "state", "w", steps.state[s]}};
     if (!steps.batch.empty()) lines.push_back({steps.batch_scope, "batch", "in", "batch.0", steps.batch[s]});
@@ -948,4 +953,139 @@ TEST_CASE("the restore and data checks match a record's repeats by occurrence", 
   other.records[3] = run.records[3];
   other.records[2].digest = dtrace::log::Digest::from_u64(7);
   CHECK(dtrace::bisect::first_input_difference(run, other, false)->text() == "step batch in b1, call 1 of 2");
+}
+
+namespace {
+
+// A replay session's workload (dtrace-fp(5), "Replay sessions") of one rank
+// that declines every request ("declined PID REASON") and notes each request
+// it read, with its pid, in $DECLINE_LOG; the fake workload then serves each as the launch bisect makes
+// of it. With DECLINE_FAIL_AT=K it exits 4 at request K instead.
+constexpr char kDecliner[] = R"(
+import json, os, sys, time
+d, k = os.environ["DTRACE_SESSION"], 0
+while True:
+    f = f"{d}/request.{k}.json"
+    while not os.path.exists(f): time.sleep(0.01)
+    r = json.load(open(f))
+    if r.get("end"): sys.exit(0)
+    out = r["env"]["DTRACE_OUT_DIR"]
+    open(os.environ["DECLINE_LOG"], "a").write(f"{os.getpid()} {k}\n")
+    if k == int(os.environ.get("DECLINE_FAIL_AT", "-1")):
+        open(f"{out}/rank0.status", "w").write("exit 4\n"); sys.exit(4)
+    open(f"{out}/.s", "w").write(f"declined {os.getpid()} this fake replays in fresh processes only\n")
+    os.replace(f"{out}/.s", f"{out}/rank0.status")
+    k += 1
+)";
+
+// A bisect of runs whose headers announce sessions (dtrace-replay/1.2),
+// replayed by --replay running kDecliner; FAKE_SIDE tells the fake which side
+// each launch is.
+struct DecliningBisect : Bisect {
+  std::string log;
+  explicit DecliningBisect(const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+    const RunSteps a{{0x5a}, {0}}, b{{0x5a}, {1}};
+    std::string env_a = "{\"FAKE_SIDE\":\"A\"", env_b = "{\"FAKE_SIDE\":\"B\"";
+    log = dir / "declines.log";
+    env_a += ",\"DECLINE_LOG\":\"" + log + "\"";
+    env_b += ",\"DECLINE_LOG\":\"" + log + "\"";
+    for (const auto& [key, value] : extra) env_a += ",\"" + key + "\":\"" + value + "\"";
+    write_run(dir, 'A', a, "{\"seed\":1}", env_a + "}", "dtrace-replay/1.2");
+    write_run(dir, 'B', b, "{\"seed\":1}", env_b + "}", "dtrace-replay/1.2");
+    options.replay = std::vector<std::string>{"python3", "-c", kDecliner};
+  }
+  // Each request the decliners read: "PID K".
+  std::vector<std::string> declines() const {
+    std::ifstream in(log);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("bisect launches the requests a session declines, and keeps the session for the next", "[bisect][session]") {
+  DecliningBisect b;
+  const Report r = b.run();
+  // The verdict of the same bisect by launches.
+  CHECK(r.verdict == Verdict::named);
+  CHECK(r.scope == "fwd/layer.0");
+  CHECK(r.op == "add");
+  CHECK(r.replay_mode == "sessions");
+  CHECK(b.stages(r) == std::vector<std::string>{"layer A", "layer B", "capture A", "capture B", "kernel A",
+                                                "kernel B", "confirm A", "confirm B"});
+  // Two sessions, one per side, started once and sent all four of its
+  // side's requests; a launch for each replay, naming the session's request.
+  std::vector<std::size_t> sessions;
+  for (std::size_t i = 0; i < r.launches.size(); ++i) {
+    if (r.launches[i].session) sessions.push_back(i);
+  }
+  REQUIRE(sessions.size() == 2);
+  for (std::size_t i : sessions) CHECK(r.launches[i].requests == 4);
+  REQUIRE(r.launches.size() == 10);
+  std::map<char, int> requests;
+  for (const auto& replay : r.replays) {
+    CHECK_FALSE(replay.request);
+    const auto& launch = r.launches.at(static_cast<std::size_t>(replay.launch));
+    REQUIRE(launch.declined);
+    CHECK(launch.declined->reason == "this fake replays in fresh processes only");
+    const auto& session = r.launches.at(static_cast<std::size_t>(launch.declined->session));
+    CHECK(session.session);
+    CHECK(session.side == replay.side);
+    CHECK(launch.declined->request == requests[replay.side]++);
+  }
+  // The launches had the requests' variables, never DTRACE_SESSION.
+  REQUIRE(b.workload.calls.size() == 8);
+  for (const auto& [side, variables] : b.workload.calls) {
+    CHECK(variables.count("DTRACE_SESSION") == 0);
+    CHECK(variables.count("DTRACE_OUT_DIR") == 1);
+  }
+  CHECK(b.workload.calls.at(6).second.at("DTRACE_ISOLATE") == "fwd/layer.0::add");
+  // Each side's one process read its four requests.
+  const auto declines = b.declines();
+  REQUIRE(declines.size() == 8);
+  std::set<std::string> pids;
+  for (const auto& line : declines) pids.insert(line.substr(0, line.find(' ')));
+  CHECK(pids.size() == 2);
+  CHECK(has_note(b.notes, "layer: run A's replay session declined request 0 "
+                          "(this fake replays in fresh processes only): launched instead"));
+  // The report says which replays were launched, and why.
+  const std::string text = dtrace::report::bisect_to_text(r);
+  INFO(text);
+  CHECK(text.find("  layer A  ") != std::string::npos);
+  CHECK(text.find("exit 0  launched, session 1 declined request 0 (this fake replays in fresh processes only): "
+                  "DTRACE_REPLAY_STEP=0") != std::string::npos);
+  CHECK(text.find("session 1 (A): 4 requests (4 declined, launched) in ") != std::string::npos);
+  const auto json = dtrace::report::bisect_to_json(r);
+  CHECK(json["schema_version"] == "1.5");
+  const auto& first = json["launches"].at(static_cast<std::size_t>(r.replays.front().launch));
+  CHECK(first["declined"] == nlohmann::json{{"session", 0}, {"request", 0},
+                                            {"reason", "this fake replays in fresh processes only"}});
+  CHECK(json["launches"].at(sessions.front())["declined"].is_null());
+}
+
+TEST_CASE("a declined request's launch is held to the first step replay as any replay is", "[bisect][session]") {
+  // The capture stage's launch of A (the third whole-step replay) restores
+  // other state than A's first replay did.
+  DecliningBisect b;
+  b.workload.restored_on_call = {{2, 0x99}};
+  auto r = dtrace::bisect::run(b.options, {});
+  REQUIRE_FALSE(r);
+  INFO(r.error().message);
+  // Named as a launch (no request number): the launch is what replayed it.
+  CHECK(r.error().message.find("then replay of run A (capture): it did not start step 0 from the state the run "
+                               "started it from: opt adamw w (rank 0) is 0000000000000099 in this replay") !=
+        std::string::npos);
+  CHECK(r.error().message.find("than at its first replay (the layer stage's)") != std::string::npos);
+}
+
+TEST_CASE("a session that fails after declining fails bisect, naming the request", "[bisect][session]") {
+  DecliningBisect b(std::vector<std::pair<std::string, std::string>>{{"DECLINE_FAIL_AT", "1"}});
+  auto r = dtrace::bisect::run(b.options, {});
+  REQUIRE_FALSE(r);
+  INFO(r.error().message);
+  CHECK(r.error().message.find("then replay of run A (capture) failed in request 1 of its replay session "
+                               "(step 0, level kernel, scope fwd/layer.0, capture): rank 0 exited with status 4") !=
+        std::string::npos);
 }

@@ -438,8 +438,10 @@ using dtrace::replay::SessionLaunch;
 // rank 0 writes its answer to the next request, "done", in DIR, and rank 1
 // there "running" when AHEAD_RUNNING=1, then both serve nothing more (so that
 // which rank answered request 1 before its timeout is known, whatever the
-// load). Each answer is a file "answer" holding its pid and the request's
-// DTRACE_LEVEL.
+// load); DECLINE_AT=K: the ranks in DECLINE_RANKS (default "0,1") decline
+// request K ("declined PID REASON", REASON from DECLINE_REASON, else one
+// naming the rank), the others answer it. Each answer is a file "answer"
+// holding its pid and the request's DTRACE_LEVEL.
 constexpr char kServer[] = R"(
 import json, os, resource, sys, time, signal
 rank, d = int(sys.argv[1]), os.environ["DTRACE_SESSION"]
@@ -468,6 +470,10 @@ while True:
     status = lambda line: (open(f"{out}/rank{rank}.status.new", "w").write(line + "\n"), os.replace(f"{out}/rank{rank}.status.new", f"{out}/rank{rank}.status"))
     if k == at("QUIT_AT"): sys.exit(0)
     status(f"running {os.getpid()} 0 {k}")
+    if k == at("DECLINE_AT") and str(rank) in os.environ.get("DECLINE_RANKS", "0,1").split(","):
+        status(f"declined {os.getpid()} " + os.environ.get("DECLINE_REASON", f"rank {rank} wants its own process"))
+        k += 1
+        continue
     if rank == 0 and k == at("END_IN"): end()
     if rank == 1 and k == at("FAIL_AT"):
         sys.stderr.write(f"rank 1 cannot serve request {k}\n"); sys.stderr.flush(); status("exit 3"); sys.exit(3)
@@ -568,6 +574,64 @@ TEST_CASE("a session serves its requests in one launch, each answered by every r
   CHECK(std::filesystem::exists(dir / "session/request.3.json"));  // the end request
   CHECK_FALSE(pid_runs(pids[0]));
   CHECK_FALSE(pid_runs(pids[1]));
+}
+
+TEST_CASE("a request every rank declines is answered declined, and the session serves the next") {
+  dtrace::test::TempDir dir;
+  const bool one_reason = GENERATE(true, false);
+  std::vector<std::pair<std::string, std::string>> env{{"DECLINE_AT", "1"}};
+  if (one_reason) env.emplace_back("DECLINE_REASON", "step 7 runs once per process");
+  auto session = SessionLaunch::start(session_command(env), dir / "session", 2);
+  REQUIRE(session.ok());
+  for (const char* d : {"r0/x", "r1/x", "r2/x"}) dir.path(d);
+  auto first = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 30);
+  REQUIRE(first.ok());
+  REQUIRE(first->ok());
+  auto declined = (*session)->request({{"DTRACE_OUT_DIR", dir / "r1"}}, dir / "r1", 30);
+  REQUIRE(declined.ok());
+  INFO(declined->describe());
+  CHECK_FALSE(declined->ok());  // not an answer to read: the caller launches it
+  CHECK(declined->faults.empty());
+  CHECK(declined->request == 1);
+  REQUIRE(declined->declined);
+  // One reason once; reasons that differ, each with its rank.
+  CHECK(*declined->declined == (one_reason ? "step 7 runs once per process"
+                                           : "rank 0: rank 0 wants its own process; rank 1: rank 1 wants its own process"));
+  CHECK(declined->describe() == "declined: " + *declined->declined);
+  CHECK((*session)->serving());
+  auto next = (*session)->request({{"DTRACE_OUT_DIR", dir / "r2"}}, dir / "r2", 30);
+  REQUIRE(next.ok());
+  REQUIRE(next->ok());
+  // The same processes served the request after the declined one.
+  const auto pid_of = [&](const std::string& file) {
+    const std::string answer = read_text(file);
+    return answer.substr(0, answer.find(' '));
+  };
+  CHECK(pid_of(dir / "r2/answer0") == pid_of(dir / "r0/answer0"));
+  CHECK(pid_of(dir / "r2/answer1") == pid_of(dir / "r0/answer1"));
+  CHECK_FALSE(std::filesystem::exists(dir / "r1/answer0"));
+  CHECK((*session)->requests() == 3);
+}
+
+TEST_CASE("a request that some ranks decline and others answer fails, naming both, and ends the session") {
+  dtrace::test::TempDir dir;
+  auto session = SessionLaunch::start(
+      session_command({{"DECLINE_AT", "0"}, {"DECLINE_RANKS", "1"}, {"DECLINE_REASON", "a fresh process"}}),
+      dir / "session", 2);
+  REQUIRE(session.ok());
+  dir.path("r0/x");
+  auto outcome = (*session)->request({{"DTRACE_OUT_DIR", dir / "r0"}}, dir / "r0", 30);
+  REQUIRE(outcome.ok());
+  CHECK_FALSE(outcome->ok());
+  CHECK_FALSE(outcome->declined);
+  REQUIRE(outcome->faults.size() == 1);
+  CHECK(outcome->faults.front().rank == 1);
+  CHECK(outcome->faults.front().kind == dtrace::replay::RankFault::Kind::declined);
+  CHECK(outcome->answered_ranks == std::vector<int>{0});
+  CHECK(outcome->describe() ==
+        "rank 1 declined the request (a fresh process), which rank 0 answered: every rank of the run declines a "
+        "request, or none does");
+  CHECK_FALSE((*session)->serving());
 }
 
 TEST_CASE("a session's failed request names the rank, with its session stderr, and ends the session") {

@@ -329,6 +329,97 @@ TEST_CASE("a request refused for its variables fails in its own directory") {
   CHECK(status_of(dir / "a", 1).starts_with("exit 2 "));
 }
 
+TEST_CASE("a declined request leaves each rank's declined status, and the session goes on") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  fs::create_directories(session_dir);
+  write_env_request(session_dir, 0, step_replay(dir / "a"));
+  write_env_request(session_dir, 1, step_replay(dir / "b"));
+  write_env_request(session_dir, 2, step_replay(dir / "c"));
+  write_end(session_dir, 3);
+  // In a child, so that its exit handler runs: the exit 0 after the end
+  // request must not reach a declined request's status either.
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      auto session = open_session(session_dir, {0, 1});
+      auto options = test_support::options_for(dir / "run", 0, 2);
+      options.serves_sessions = true;
+      std::vector<bool> first;
+      for (int k = 0; auto request = session->next(std::chrono::seconds(5)); ++k) {
+        first.push_back(session->first_step_request());
+        if (k == 1) {
+          // Before the declining, its recorder opened and closed: what it
+          // wrote stays as it is, the status says declined.
+          serve(options, *request, 1.0f);
+        }
+        if (k < 2) {
+          session->decline("step " + std::to_string(k) + " needs a fresh process");
+        } else {
+          serve(options, *request, 2.0f);
+          session->done();
+        }
+        if (session->variables().size() != 0) code = 4;
+      }
+      // A declined first step replay restored nothing: the next step request
+      // is the first again.
+      if (first != std::vector<bool>{true, true, true}) code = 3;
+    } catch (const RecorderError& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      code = 2;
+    }
+    std::exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    // "declined PID REASON", the whole line, once.
+    CHECK(file_text(dir / ("a/rank" + std::to_string(rank) + ".status")) ==
+          "declined " + std::to_string(child) + " step 0 needs a fresh process\n");
+    CHECK(file_text(dir / ("b/rank" + std::to_string(rank) + ".status")) ==
+          "declined " + std::to_string(child) + " step 1 needs a fresh process\n");
+    CHECK(status_of(dir / "c", rank).starts_with("done " + std::to_string(child) + " "));
+  }
+  // No temporary file of the rename left beside the statuses.
+  for (const char* d : {"a", "b"}) {
+    for (const auto& entry : fs::directory_iterator(dir / d)) {
+      CHECK_FALSE(entry.path().filename().string().starts_with("."));
+    }
+  }
+}
+
+TEST_CASE("decline needs a request being served and a one-line reason") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  auto session = open_session(session_dir);
+  try {
+    session->decline("no request");
+    FAIL("a decline without a request");
+  } catch (const RecorderError& e) {
+    CHECK(e.kind() == RecorderError::Kind::order);
+  }
+  write_env_request(session_dir, 0, step_replay(dir / "a"));
+  REQUIRE(session->next(std::chrono::seconds(5)));
+  for (const char* reason : {"", "  ", "two\nlines"}) {
+    try {
+      session->decline(reason);
+      FAIL("a decline for a reason of \"" << reason << "\"");
+    } catch (const RecorderError& e) {
+      CHECK(e.kind() == RecorderError::Kind::argument);
+    }
+  }
+  // Still serving: the request can be answered after a refused decline.
+  CHECK(status_of(dir / "a").starts_with("running "));
+  session->done();
+  CHECK(status_of(dir / "a").starts_with("done "));
+  CHECK_THROWS_AS(session->decline("after done"), RecorderError);
+}
+
 // The process environment the C API reads, set for one test and restored.
 struct SessionEnvironment {
   SessionEnvironment(const std::string& dir, const char* step) {
@@ -429,5 +520,33 @@ TEST_CASE("C API: a session that cannot open says why, the end request ends it")
   CHECK(dtrace_session_next(session, 5000, &more) == DTRACE_OK);
   CHECK(more == 0);
   CHECK(dtrace_session_next(session, 5000, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+  dtrace_session_close(session);
+}
+
+TEST_CASE("C API: dtrace_session_decline declines the request, and the next is served") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  SessionEnvironment environment(session_dir, "3");
+  write_env_request(session_dir, 0, step_replay(dir / "a"));
+  write_env_request(session_dir, 1, step_replay(dir / "b"));
+  const int32_t ranks[] = {0};
+  dtrace_session* session = nullptr;
+  REQUIRE(dtrace_session_open(ranks, 1, &session) == DTRACE_OK);
+  REQUIRE(session != nullptr);
+  CHECK(dtrace_session_decline(nullptr, "x") == DTRACE_ERROR_INVALID_ARGUMENT);
+  CHECK(dtrace_session_decline(session, "between requests") == DTRACE_ERROR_ORDER);
+  int32_t more = 0, first = 0;
+  REQUIRE(dtrace_session_next(session, 5000, &more) == DTRACE_OK);
+  CHECK(dtrace_session_decline(session, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+  CHECK(dtrace_session_decline(session, "") == DTRACE_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(dtrace_session_last_error(session)).find("the reason is empty") != std::string::npos);
+  REQUIRE(dtrace_session_decline(session, "a fresh process, please") == DTRACE_OK);
+  CHECK(status_of(dir / "a") == "declined " + std::to_string(::getpid()) + " a fresh process, please\n");
+  REQUIRE(dtrace_session_next(session, 5000, &more) == DTRACE_OK);
+  CHECK(more == 1);
+  CHECK(dtrace_session_first_step_request(session, &first) == DTRACE_OK);
+  CHECK(first == 1);
+  REQUIRE(dtrace_session_done(session) == DTRACE_OK);
+  CHECK(status_of(dir / "b").starts_with("done "));
   dtrace_session_close(session);
 }

@@ -39,12 +39,20 @@ system and not in the state; `--dropout global`, NumPy's global generator,
 which this program never seeds (the dtrace package checkpoints it and records
 it at the end of a step that drew from it: `step rng numpy`).
 
+--decline-steps all|R: in a replay session, every step request after the
+session's first is declined (dtrace-fp(5), "Replay sessions": dtrace launches
+it instead), as by a program that runs its step once per process; by every
+rank, or by rank R only, a mix that dtrace refuses. It changes no result.
+
 Usage: numpytrain.py --run-dir DIR [--checkpoint-dir DIR] [--steps N]
          [--checkpoint-every K] [--level step|layer|kernel] [--planted]
          [--planted-rank R] [--chaos-seed S] [--data-seed S] [--no-isolate]
          [--dropout seeded|unseeded|global] [--dropout-seed S]
+         [--decline-steps all|R]
 Exit 0 done, 2 trouble (a message on stderr)."""
 import argparse
+import json
+import os
 import sys
 
 import numpy as np
@@ -252,6 +260,28 @@ def isolate(m):
     return go
 
 
+def decline_later_steps() -> None:
+    """--decline-steps: each step request of a replay session after its first
+    is declined (dtrace.capi.Session.decline) before the Recorder serves it;
+    the first and the isolations are served. The Recorder reads requests with
+    Session.next(), so this wraps it: the request's variables are read from
+    its file, as dtrace wrote it (dtrace-fp(5))."""
+    from dtrace import capi
+    read, serve = [0], capi.Session.next
+
+    def next_request(session) -> bool:
+        while serve(session):
+            number, read[0] = read[0], read[0] + 1
+            with open(os.path.join(os.environ["DTRACE_SESSION"], f"request.{number}.json")) as f:
+                env = json.load(f)["env"]
+            if "DTRACE_ISOLATE" in env or session.first_step_request():
+                return True
+            session.decline(f"numpytrain --decline-steps: step {session.step()} runs once per process")
+        return False
+
+    capi.Session.next = next_request
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run-dir", required=True)
@@ -269,6 +299,8 @@ def main() -> int:
                    help="a dropout layer on the inputs, its generator seeded and in the state, its own and "
                         "unseeded, or NumPy's global one, unseeded")
     p.add_argument("--dropout-seed", type=int, default=11)
+    p.add_argument("--decline-steps", metavar="all|R",
+                   help="in a replay session, decline every step request after the first (every rank, or rank R)")
     args = p.parse_args()
     if args.steps < 0 or args.checkpoint_every < 0:
         p.error("--steps and --checkpoint-every take numbers >= 0")
@@ -286,6 +318,8 @@ def main() -> int:
                                   **({"dropout": args.dropout, "dropout_seed": args.dropout_seed}
                                      if args.dropout else {})},
                           isolate=None if args.no_isolate else isolate(m))
+    if args.decline_steps in ("all", str(rec.rank)):
+        decline_later_steps()
     planted = args.planted and (args.planted_rank is None or args.planted_rank == rec.rank)
     m.planted = planted if rec.deterministic is None else not rec.deterministic
     for step in rec.steps(args.steps):

@@ -402,6 +402,19 @@ int dtrace_session_next(dtrace_session* session, int64_t timeout_ms, int32_t* mo
  * every file it writes is written. DTRACE_ERROR_ORDER without a request. */
 int dtrace_session_done(dtrace_session* session);
 
+/* Declines the request instead of serving it (symbol version DTRACE_1.3; an
+ * extension of this implementation, dtrace-fp(5) "Replay sessions"): writes
+ * "declined PID REASON" as each rank's status in its DTRACE_OUT_DIR, and
+ * dtrace serves the request by a launch with the same variables (no
+ * DTRACE_SESSION), naming `reason` in its report; the session goes on to the
+ * next request (dtrace_session_next). For a request that needs a fresh
+ * process. Call it before the request's recorder opens or after it is
+ * closed: what the request wrote is discarded. Every rank of the run must
+ * decline a request, or none. Errors: DTRACE_ERROR_ORDER without a request,
+ * DTRACE_ERROR_INVALID_ARGUMENT when reason is NULL, empty or more than one
+ * line. */
+int dtrace_session_decline(dtrace_session* session, const char* reason);
+
 /* DTRACE_REPLAY_STEP of the session, the step every request replays. */
 int dtrace_session_step(const dtrace_session* session, int64_t* step);
 

@@ -357,8 +357,9 @@ class Recorder {
 // Status files: next() writes each rank's "running PID" in the request's
 // DTRACE_OUT_DIR at once (the Recorder then refreshes the same file), so a
 // process that exits while serving the request, even before it opens a
-// Recorder, leaves "exit CODE TIME" there; done() writes "done PID TIME", after
-// which nothing (not the exit 0 after the end request) rewrites that file.
+// Recorder, leaves "exit CODE TIME" there; done() writes "done PID TIME" (or
+// decline() "declined PID REASON"), after which nothing (not the exit 0 after
+// the end request) rewrites that file.
 class ReplaySession {
  public:
   // Null without DTRACE_SESSION (an empty value counts as unset). `ranks`: the
@@ -389,6 +390,19 @@ class ReplaySession {
   // request writes (kernels.rank<r>.json) is written. Kind::order without a
   // request being served.
   void done();
+  // Declines the request instead of serving it (an extension of this
+  // implementation, dtrace-fp(5) "Replay sessions"): writes "declined PID
+  // REASON" as each rank's status in the request's DTRACE_OUT_DIR, and dtrace
+  // serves the request by a launch with the same variables (no
+  // DTRACE_SESSION), listing it in its report with `reason`; the session goes
+  // on to the next request. For a request that needs a fresh process (a
+  // program that can run its step once per process). Call it before the
+  // request's Recorder opens, or after it is destroyed: what the request
+  // wrote is discarded. A declined first step replay leaves the next step
+  // request the first (first_step_request()). Every rank of the run must
+  // decline a request, or none. Kind::order without a request being served;
+  // Kind::argument when `reason` is empty or more than one line.
+  void decline(std::string reason);
 
   // DTRACE_REPLAY_STEP of the session: the step every request replays or names.
   std::int64_t step() const;

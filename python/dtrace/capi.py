@@ -135,6 +135,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dtrace_session_open": ([i32p, _c.c_size_t, _c.POINTER(_p)], _c.c_int),
         "dtrace_session_next": ([_p, _c.c_int64, i32p], _c.c_int),
         "dtrace_session_done": ([_p], _c.c_int),
+        "dtrace_session_decline": ([_p, _c.c_char_p], _c.c_int),  # DTRACE_1.3
         "dtrace_session_step": ([_p, i64p], _c.c_int),
         "dtrace_session_first_step_request": ([_p, i32p], _c.c_int),
         "dtrace_session_variable": ([_p, _c.c_char_p, _c.POINTER(_c.c_char_p)], _c.c_int),
@@ -225,6 +226,14 @@ class Session:
         return bool(more.value)
 
     def done(self) -> None: self._check(self._lib.dtrace_session_done(self._h))
+
+    def decline(self, reason: str) -> None:
+        """Declines the request instead of serving it (dtrace-fp(5), "Replay
+        sessions"): dtrace launches it with the same variables and names
+        `reason` (one line, not empty) in its report; the next next() reads the
+        next request. Call it before the request's recorder opens or after it
+        is closed. RecorderError without a request, or for a bad reason."""
+        self._check(self._lib.dtrace_session_decline(self._h, _b(reason)))
 
     def step(self) -> int:
         out = _c.c_int64()

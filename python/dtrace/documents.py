@@ -293,9 +293,21 @@ class Replay:
 
 
 @dataclass(kw_only=True)
+class Declined:
+    """A request that a replay session declined, launched instead (since
+    schema 1.5): ``session`` the index into ``Bisect.launches`` of the session,
+    ``request`` the request's number in it, ``reason`` the workload's."""
+    session: int
+    request: int
+    reason: str
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
 class Launch:
     """A start of the workload: one per replay, or a replay session that
-    served several (since schema 1.3)."""
+    served several (since schema 1.3). ``declined``: a launch of a request its
+    session declined (since 1.5), else None."""
     side: str
     stage: str
     session: bool
@@ -305,6 +317,7 @@ class Launch:
     seconds: float
     outcome: str
     why: str
+    declined: Optional[Declined] = None
     extra: dict[str, Any] = _extra()
 
 

@@ -92,6 +92,16 @@ struct Launch {
   double seconds = 0;   // from its start to its last answer
   std::string outcome;  // its last replay's outcome
   std::string why;      // why a fresh session, when it is not its side's first
+  // A launch of a replay that its side's session declined (man/dtrace-fp.5,
+  // "Replay sessions"): that session (an index into Report::launches), the
+  // request's number in it, and the reason the workload gave. The session
+  // served the side's later requests.
+  struct Declined {
+    int session = -1;
+    int request = -1;
+    std::string reason;
+  };
+  std::optional<Declined> declined;
 };
 
 // What the confirmation measured on the suspect kernel's outputs.

@@ -172,6 +172,21 @@ Result<void> Session::replay(const std::string& stage, const Side& side, const V
     fs::create_directories(command.rank_dir, ec);
     outcome = launch(stage, side, command, record);
   }
+  if (outcome && record.request && outcome->declined) {
+    // The session declined the request (it needs a fresh process, say): the
+    // same variables are launched, which the checks below hold to what they
+    // hold any replay to, and the session stays for the side's next requests.
+    Launch::Declined declined{record.launch, outcome->request, *outcome->declined};
+    report.launches.at(static_cast<std::size_t>(record.launch)).outcome = outcome->describe();
+    note(stage, "run " + std::string(1, side.name) + "'s replay session declined request " +
+                    std::to_string(declined.request) + " (" + declined.reason + "): launched instead");
+    record.request = false;
+    std::error_code ec;  // the launch writes a new log where the request wrote whatever it did
+    fs::remove_all(command.rank_dir, ec);
+    fs::create_directories(command.rank_dir, ec);
+    outcome = launch(stage, side, command, record);
+    report.launches.at(static_cast<std::size_t>(record.launch)).declined = std::move(declined);
+  }
   if (!outcome) return Error{"replay of run " + std::string(1, side.name) + " (" + stage + "): " +
                              outcome.error().message};
   record.seconds = outcome->seconds;

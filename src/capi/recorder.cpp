@@ -679,6 +679,14 @@ int dtrace_session_done(dtrace_session* handle) {
   return session_call(handle, [&](dtrace::ReplaySession& s) { s.done(); });
 }
 
+// DTRACE_1.3.
+int dtrace_session_decline(dtrace_session* handle, const char* reason) {
+  return session_call(handle, [&](dtrace::ReplaySession& s) {
+    require(reason != nullptr, "reason is NULL");
+    s.decline(reason);
+  });
+}
+
 int dtrace_session_step(const dtrace_session* handle, int64_t* step) {
   return session_call(handle, [&](const dtrace::ReplaySession& s) {
     require_out(step);

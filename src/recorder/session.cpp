@@ -7,7 +7,8 @@
 // environment would be. The status files are the recorder's
 // (recorder/status.hpp): next() opens each rank's in the request's directory
 // before the program does anything for the request, so the exit handler
-// reports a failure there, and done() finishes them.
+// reports a failure there, and done() finishes them (decline() too, with
+// "declined": dtrace then launches the request).
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -178,6 +179,26 @@ void ReplaySession::done() {
   State& s = *state_;
   if (!s.serving) throw RecorderError("ReplaySession::done() without a request being served", Kind::order);
   for (int rank : s.ranks) recording::finish_status(recording::status_path(*s.out_dir, rank));
+  s.statuses.clear();
+  s.variables.clear();
+  s.serving = false;
+}
+
+void ReplaySession::decline(std::string reason) {
+  State& s = *state_;
+  if (!s.serving) throw RecorderError("ReplaySession::decline() without a request being served", Kind::order);
+  // One line of the status file, which dtrace shows in its report.
+  if (reason.find_first_not_of(" \t") == std::string::npos) {
+    throw RecorderError("ReplaySession::decline(): the reason is empty (dtrace's report shows it)", Kind::argument);
+  }
+  if (reason.find_first_of("\n\r") != std::string::npos) {
+    throw RecorderError("ReplaySession::decline(): the reason is more than one line", Kind::argument);
+  }
+  for (int rank : s.ranks) recording::decline_status(recording::status_path(*s.out_dir, rank), reason);
+  // A declined first step replay reached nothing: the next step request is
+  // the one that restores step N from the checkpoint.
+  if (s.first_step_request) s.seen_step_replay = false;
+  s.first_step_request = false;
   s.statuses.clear();
   s.variables.clear();
   s.serving = false;

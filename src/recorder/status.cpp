@@ -132,26 +132,34 @@ void StatusFile::progress(std::int64_t step, std::int64_t seq) {
   write_line(entry_->fd, text);
 }
 
-void finish_status(const std::string& path) {
+namespace {
+
+// Takes `path`'s status file off the exit handler's list and marks it
+// finished: nothing this process does later (a progress, its exit) writes it
+// again. Null when this process has none open.
+std::shared_ptr<StatusFile::Entry> take_entry(const std::string& path) {
   const std::string key = normal(path);
-  std::shared_ptr<StatusFile::Entry> entry;
-  {
-    OpenFiles& files = open_files();
-    std::lock_guard lock(files.mutex);
-    auto it = std::find_if(files.entries.begin(), files.entries.end(),
-                           [&](const auto& e) { return e->key == key; });
-    if (it != files.entries.end()) {
-      entry = *it;
-      files.entries.erase(it);
-    }
-  }
+  OpenFiles& files = open_files();
+  std::lock_guard lock(files.mutex);
+  auto it = std::find_if(files.entries.begin(), files.entries.end(),
+                         [&](const auto& e) { return e->key == key; });
+  if (it == files.entries.end()) return nullptr;
+  std::shared_ptr<StatusFile::Entry> entry = *it;
+  files.entries.erase(it);
+  entry->finished = true;
+  return entry;
+}
+
+}  // namespace
+
+void finish_status(const std::string& path) {
+  const std::shared_ptr<StatusFile::Entry> entry = take_entry(path);
   char text[64];
   // "done PID TIME" (dtrace-fp(5)): the pid keeps this process watched between
   // requests, as "running PID" did during one.
   std::snprintf(text, sizeof text, "done %ld %lld", static_cast<long>(::getpid()),
                 static_cast<long long>(now_ns()));
   if (entry) {
-    entry->finished = true;
     write_line(entry->fd, text);
     return;
   }
@@ -161,6 +169,28 @@ void finish_status(const std::string& path) {
   }
   write_line(fd, text);
   ::close(fd);
+}
+
+void decline_status(const std::string& path, const std::string& reason) {
+  // Off the exit handler's list first: after the rename its descriptor names
+  // a file nobody reads, and the next request's exit must not land here.
+  (void)take_entry(path);
+  // "declined PID REASON" (dtrace-fp(5)): the pid keeps this process watched
+  // until the next request, as "done PID" does.
+  const std::string line = "declined " + std::to_string(::getpid()) + " " + reason + "\n";
+  const std::filesystem::path file(path);
+  // A name dtrace does not read as a rank's status (it starts with a dot).
+  const std::string temporary =
+      (file.parent_path() / ("." + file.filename().string() + "." + std::to_string(::getpid()))).string();
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  bool written = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const int error = errno;
+  if (fd >= 0) written = ::close(fd) == 0 && written;
+  if (!written || ::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int e = written ? errno : error;
+    ::unlink(temporary.c_str());
+    throw RecorderError(path + ": cannot write the rank's status file: " + std::strerror(e));
+  }
 }
 
 }  // namespace dtrace::recording

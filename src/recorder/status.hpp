@@ -14,7 +14,9 @@
 // each in its own directory: a status file is finished with "done PID TIME" when
 // the request is answered (finish_status), and from then on the exit handler
 // leaves it alone, so the session's exit 0 (or a failure in a later request)
-// lands only in the directory of the request being served.
+// lands only in the directory of the request being served. A request the
+// program declines (it needs a fresh process) is finished with "declined PID
+// REASON" instead (decline_status), and dtrace launches it.
 #pragma once
 
 #include <cstdint>
@@ -52,5 +54,13 @@ std::string status_path(const std::string& dir, int rank);
 // Creates the file when this process has none open. Throws RecorderError
 // when it cannot be written.
 void finish_status(const std::string& path);
+
+// Writes "declined PID REASON" to `path` (dtrace-fp(5), "Replay sessions":
+// the program declines the request, dtrace launches it) and stops every
+// StatusFile of it, as finish_status does. The line is longer than a status
+// rewritten in place, so it replaces the file whole (a new file renamed over
+// it): a reader never sees part of the reason. `reason` is one line. Throws
+// RecorderError when it cannot be written.
+void decline_status(const std::string& path, const std::string& reason);
 
 }  // namespace dtrace::recording

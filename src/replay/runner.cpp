@@ -141,6 +141,8 @@ struct RankStatus {
   int rank = 0;
   bool exited = false;  // "exit CODE [TIME]"
   bool done = false;    // "done PID [TIME]": a session's rank answered the request
+  bool declined = false;  // "declined PID REASON": a session's rank declined it (launch it instead)
+  std::string reason;     // a decline's
   int code = 0;
   std::int64_t exit_ns = 0;  // TIME, or the file's mtime for a line without it
   long pid = 0;  // "running PID [STEP SEQ]"
@@ -171,6 +173,13 @@ std::optional<RankStatus> read_status(const std::filesystem::path& file, int ran
     // requests even when dtrace never read its "running" line.
     if (!(words >> status.pid) || status.pid <= 0) return std::nullopt;
     status.done = true;
+  } else if (word == "declined") {
+    // "declined PID REASON": written whole (renamed into place), the reason
+    // the rest of the line.
+    if (!(words >> status.pid) || status.pid <= 0) return std::nullopt;
+    std::getline(words >> std::ws, status.reason);
+    status.reason.erase(status.reason.find_last_not_of(" \t\r") + 1);
+    status.declined = true;
   } else if (word == "running") {
     if (!(words >> status.pid) || status.pid <= 0) return std::nullopt;
     if (std::int64_t step, seq; words >> step >> seq) {
@@ -420,18 +429,19 @@ class RankWatch {
   std::map<int, long> rank_pids_;
 };
 
-// Whether ranks 0 .. ranks-1 all say "done" in `dir` (a session's request
-// answered). Each one's process is watched from here on: one that wrote
-// "running" and "done" between two looks is watched until the next request
-// all the same, so that how it ends between requests is known.
-bool all_done(const std::string& dir, int ranks, RankWatch& watch) {
+// Whether ranks 0 .. ranks-1 all say "done" or "declined" in `dir` (a
+// session's request answered; SessionLaunch::request reads which). Each one's
+// process is watched from here on: one that wrote "running" and "done"
+// between two looks is watched until the next request all the same, so that
+// how it ends between requests is known.
+bool all_answered(const std::string& dir, int ranks, RankWatch& watch) {
   const auto statuses = read_statuses(dir);
   for (const auto& [rank, status] : statuses) {
-    if (status.done) watch.watch(rank, status.pid);
+    if (status.done || status.declined) watch.watch(rank, status.pid);
   }
   for (int rank = 0; rank < ranks; ++rank) {
     const auto it = statuses.find(rank);
-    if (it == statuses.end() || !it->second.done) return false;
+    if (it == statuses.end() || !(it->second.done || it->second.declined)) return false;
   }
   return true;
 }
@@ -454,7 +464,7 @@ bool all_done(const std::string& dir, int ranks, RankWatch& watch) {
 // In a session (`request`, the request's number, >= 0), a rank whose process
 // an earlier request named and that has ended without a status in this
 // request's `dir` failed too: it ended between requests, after answering the
-// one before. A rank that says "done" has answered.
+// one before. A rank that says "done" or "declined" has answered.
 //
 // How a rank that wrote nothing ended is read from its zombie, else from what
 // dtrace kept when it or the launcher reaped it (RankWatch::reaped_status).
@@ -485,7 +495,7 @@ std::vector<RankFault> failed_ranks(const std::string& dir, RankWatch& watch, in
   }
   for (const auto& [rank, status] : statuses) {
     if (!status.exited || status.pid > 0) watch.watch(rank, status.pid);
-    if (status.done) continue;
+    if (status.done || status.declined) continue;
     Failure failure;
     failure.fault = fault_of(status, dir, stderr_dir);
     failure.pid = watch.pid_of(rank);
@@ -571,7 +581,7 @@ std::vector<RankFault> hung_ranks(const std::string& dir, const std::string& std
   std::vector<RankFault> running;
   const auto statuses = read_statuses(dir);
   for (const auto& [rank, status] : statuses) {
-    if (status.exited || status.done || process_end(status.pid).gone) continue;
+    if (status.exited || status.done || status.declined || process_end(status.pid).gone) continue;
     running.push_back(fault_of(status, dir, stderr_dir));
   }
   const auto behind = [](const RankFault& x, const RankFault& y) {
@@ -593,13 +603,19 @@ std::vector<RankFault> hung_ranks(const std::string& dir, const std::string& std
   return running;
 }
 
-std::string rank_list(const std::vector<const RankFault*>& faults) {
-  std::string out = faults.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < faults.size(); ++i) {
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (i > 0) out += ", ";
-    out += std::to_string(faults[i]->rank);
+    out += std::to_string(ranks[i]);
   }
   return out;
+}
+
+std::string rank_list(const std::vector<const RankFault*>& faults) {
+  std::vector<int> ranks;
+  for (const RankFault* fault : faults) ranks.push_back(fault->rank);
+  return rank_list(ranks);
 }
 
 }  // namespace
@@ -626,6 +642,8 @@ std::string RankFault::describe() const {
     case Kind::unstarted:
       return pid > 0 ? who + " had not read the request (its process " + std::to_string(pid) + " still ran)"
                      : who + " had not started (it wrote no status)";
+    case Kind::declined:
+      return who + " declined the request (" + (reason.empty() ? "no reason given" : reason) + ")";
   }
   return who;
 }
@@ -669,6 +687,15 @@ std::string Outcome::describe() const {
     if (!waiting.empty()) text += "; " + rank_list(waiting) + " waited for " + (named.size() == 1 ? "it" : "them");
     return text;
   }
+  if (!faults.empty() && faults.front().kind == RankFault::Kind::declined) {
+    // Some ranks declined a request the others answered: neither a launch
+    // nor the session's answer would be the run's (dtrace-fp(5)).
+    std::string text;
+    for (const RankFault& fault : faults) text += (text.empty() ? "" : "; ") + fault.describe();
+    return text + ", which " + rank_list(answered_ranks) + " answered: every rank of the run declines a request, " +
+           "or none does";
+  }
+  if (declined) return "declined: " + *declined;
   if (!faults.empty()) {
     std::string text = faults.front().describe();
     if (faults.size() > 1) {
@@ -830,7 +857,7 @@ class Launch {
         next_look = now + std::chrono::milliseconds(50);
         outcome.faults = failed_ranks(what.rank_dir, watch_, what.request, what.stderr_dir);
         if (!outcome.faults.empty()) return Ended::failed;
-        if (what.session() && all_done(what.rank_dir, what.ranks, watch_)) return Ended::answered;
+        if (what.session() && all_answered(what.rank_dir, what.ranks, watch_)) return Ended::answered;
       }
       // Waits for stderr and for the end of a watched rank, taken at once so
       // that its time is close to the end's.
@@ -860,7 +887,7 @@ class Launch {
     if (!what.rank_dir.empty()) {
       outcome.faults = failed_ranks(what.rank_dir, watch_, what.request, what.stderr_dir);
       if (!outcome.faults.empty()) return Ended::failed;
-      if (what.session() && all_done(what.rank_dir, what.ranks, watch_)) return Ended::answered;
+      if (what.session() && all_answered(what.rank_dir, what.ranks, watch_)) return Ended::answered;
     }
     return Ended::exited;
   }
@@ -1008,6 +1035,46 @@ Result<void> post(const std::string& dir, int number, const nlohmann::json& requ
   return {};
 }
 
+// A request every rank answered: declined when every rank of the run said
+// "declined" (outcome.declined, the reason: one, or each rank's where they
+// differ); a failure when only some did (outcome.faults, a fault of kind
+// declined per declining rank, its stderr looked for in `stderr_dir` too, with
+// the ranks that answered "done").
+void read_declines(const std::string& dir, int ranks, const std::string& stderr_dir, Outcome& outcome) {
+  const auto statuses = read_statuses(dir);
+  std::vector<const RankStatus*> declined;
+  std::vector<int> done;
+  for (int rank = 0; rank < ranks; ++rank) {
+    const auto it = statuses.find(rank);
+    if (it == statuses.end()) continue;  // all_answered saw it: not possible
+    if (it->second.declined) declined.push_back(&it->second);
+    else done.push_back(rank);
+  }
+  if (declined.empty()) return;
+  if (done.empty()) {
+    const bool one_reason = std::all_of(declined.begin(), declined.end(), [&](const RankStatus* status) {
+      return status->reason == declined.front()->reason;
+    });
+    std::string reason;
+    for (const RankStatus* status : declined) {
+      if (one_reason) {
+        reason = status->reason;
+        break;
+      }
+      reason += (reason.empty() ? "rank " : "; rank ") + std::to_string(status->rank) + ": " + status->reason;
+    }
+    outcome.declined = reason.empty() ? "no reason given" : reason;
+    return;
+  }
+  for (const RankStatus* status : declined) {
+    RankFault fault = fault_of(*status, dir, stderr_dir);
+    fault.kind = RankFault::Kind::declined;
+    fault.reason = status->reason;
+    outcome.faults.push_back(std::move(fault));
+  }
+  outcome.answered_ranks = std::move(done);
+}
+
 }  // namespace
 
 SessionLaunch::SessionLaunch() : state_(std::make_unique<State>()) {}
@@ -1040,13 +1107,15 @@ Result<Outcome> SessionLaunch::request(const std::vector<std::pair<std::string, 
   const int number = s.next++;
   Outcome outcome;
   outcome.request = number;
-  const auto ended = s.launch.wait({rank_dir, s.ranks, number, s.dir}, after(begin, timeout_s), s.stop, outcome);
+  auto ended = s.launch.wait({rank_dir, s.ranks, number, s.dir}, after(begin, timeout_s), s.stop, outcome);
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (ended == Launch::Ended::answered) {
     outcome.exit_code = 0;
     // Left for a failure: a process that fails between requests may have said why before.
     outcome.stderr_tail = s.launch.stderr_tail();
-    return outcome;
+    read_declines(rank_dir, s.ranks, s.dir, outcome);
+    if (outcome.faults.empty()) return outcome;
+    ended = Launch::Ended::failed;  // answered by some ranks, declined by others
   }
   // Anything else ends the session: its processes are killed as a launch's.
   s.over = true;

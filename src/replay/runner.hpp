@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,12 +52,14 @@ struct RankFault {
     hung,      // still running at the timeout, furthest behind
     waiting,   // still running at the timeout, further on (waiting for a hung rank)
     unstarted,  // at the timeout, no status of it in the replay's (the request's) directory
+    declined,   // a session's rank declined a request that other ranks answered
   };
   int rank = 0;
   Kind kind = Kind::exited;
   int code = 0;  // the exit code, or the signal
   long pid = 0;                      // its process, when dtrace learnt it
   std::int64_t step = -1, seq = -1;  // its last progress, when it said
+  std::string reason;                // a decline's (Kind::declined)
   // In a session: its process ended after answering this request and before
   // it read the next (-1: it ended in the request that failed).
   int answered = -1;
@@ -75,6 +78,13 @@ struct Outcome {
   // A session's launcher exited 0 before every rank answered the request.
   bool unanswered = false;
   int request = -1;  // a session's request number; -1 for a launch
+  // A session's request that every rank declined ("declined PID REASON",
+  // dtrace-fp(5) "Replay sessions"): the reason. Not ok(): the caller
+  // launches the request instead, and the session serves the next.
+  std::optional<std::string> declined;
+  // With faults of Kind::declined (a failure): the ranks that answered the
+  // request the others declined.
+  std::vector<int> answered_ranks;
   double seconds = 0;
   std::string stderr_tail;  // the last few KiB it wrote to stderr
   long pid = 0;             // the replay command's process
@@ -82,9 +92,12 @@ struct Outcome {
   // the replay then) or, after a timeout, that were still running (the hung
   // ones first). Empty for a workload that writes no status files.
   std::vector<RankFault> faults;
-  bool ok() const { return !timed_out && !unanswered && signal == 0 && exit_code == 0 && faults.empty(); }
+  bool ok() const {
+    return !timed_out && !unanswered && !declined && signal == 0 && exit_code == 0 && faults.empty();
+  }
   // "exit 3", "killed by signal 11", "timed out after 5 s", "rank 1 exited with
-  // status 3 (ranks 0, 2 failed after it)", "timed out after 5 s: rank 1 hangs ..."
+  // status 3 (ranks 0, 2 failed after it)", "timed out after 5 s: rank 1 hangs ...",
+  // "declined: REASON", "rank 1 declined the request (REASON), which rank 0 answered: ..."
   std::string describe() const;
   // The stderr that explains it: the first faulty rank's own (empty when it
   // wrote none: never the launcher's in its place), else the command's.
@@ -117,9 +130,12 @@ class SessionLaunch {
   SessionLaunch(const SessionLaunch&) = delete;
   SessionLaunch& operator=(const SessionLaunch&) = delete;
 
-  // Sends one request and waits until every rank wrote "done" in `rank_dir`
-  // (its DTRACE_OUT_DIR), one failed, the launcher exited, or `timeout_s`
-  // passed. An Outcome as a launch's (ok() when answered; seconds is the
+  // Sends one request and waits until every rank wrote "done" (or
+  // "declined") in `rank_dir` (its DTRACE_OUT_DIR), one failed, the launcher
+  // exited, or `timeout_s` passed. A request every rank declined is an
+  // Outcome with `declined` set, the session still serving; one that some
+  // ranks declined and others answered is a failure (faults of
+  // Kind::declined) and ends the session. An Outcome as a launch's (ok() when answered; seconds is the
   // request's; request its number; stderr_tail the end of what the session's
   // command wrote so far, earlier requests' included, since a rank that fails
   // between requests may have said why before); an Error when dtrace was

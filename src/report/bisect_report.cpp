@@ -171,6 +171,11 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
                         {"seconds", l.seconds},
                         {"outcome", l.outcome},
                         {"why", l.why}});
+    // Since 1.5: a launch of a request its session declined.
+    launches.back()["declined"] = l.declined ? nlohmann::json{{"session", l.declined->session},
+                                                               {"request", l.declined->request},
+                                                               {"reason", l.declined->reason}}
+                                             : nlohmann::json();
   }
   j["launches"] = launches;
   j["replay_mode"] = r.replay_mode;
@@ -287,14 +292,26 @@ std::string bisect_to_text(const bisect::Report& r) {
         for (const auto& [key, value] : p.env) o << key << "=" << value << " ";
         o << "\n";
       } else {
+        // A replay its session declined says so, and why, before its command.
+        const auto* launched = p.launch >= 0 && static_cast<std::size_t>(p.launch) < r.launches.size()
+                                   ? &r.launches[static_cast<std::size_t>(p.launch)]
+                                   : nullptr;
+        if (launched && launched->declined) {
+          o << "launched, session " << launched->declined->session + 1 << " declined request "
+            << launched->declined->request << " (" << launched->declined->reason << "): ";
+        }
         o << replay_command_line(p) << "\n";
       }
     }
     for (std::size_t i = 0; i < r.launches.size(); ++i) {
       const auto& l = r.launches[i];
       if (!l.session) continue;
+      const auto declined = std::count_if(r.launches.begin(), r.launches.end(), [&](const bisect::Launch& other) {
+        return other.declined && other.declined->session == static_cast<int>(i);
+      });
       o << "  session " << i + 1 << " (" << l.side << "): " << plural(l.requests, "request", "requests")
-        << " in " << seconds(l.seconds) << (l.why.empty() ? "" : " (fresh: " + l.why + ")") << "  ";
+        << (declined > 0 ? " (" + std::to_string(declined) + " declined, launched)" : "") << " in "
+        << seconds(l.seconds) << (l.why.empty() ? "" : " (fresh: " + l.why + ")") << "  ";
       for (const auto& [key, value] : l.env) o << key << "=" << value << " ";
       for (std::size_t k = 0; k < l.argv.size(); ++k) o << (k ? " " : "") << l.argv[k];
       o << "\n";
