@@ -23,14 +23,14 @@
 # workload (its replays included) stand in for a cluster job's.
 #
 #   tools/bench/record.sh [BUILD_DIR] [REPEATS]      (defaults: build-release, 3)
-#   STEPS="4 24" STARTUP_DELAY=0 ARGS="--layers 2 --width 32" PYTHON=/usr/bin/python3
+#   STEPS="4 64" STARTUP_DELAY=0 ARGS="--layers 2 --width 32" PYTHON=/usr/bin/python3
 set -euo pipefail
 . "$(dirname "$0")/release.sh"
 source_root=$(cd "$(dirname "$0")/../.." && pwd)
 release_build "${1:-build-release}"
 build=$(cd "${1:-build-release}" && pwd)
 repeats=${2:-3}
-read -r s1 s2 <<<"${STEPS:-4 24}"
+read -r s1 s2 <<<"${STEPS:-4 64}"
 delay=${STARTUP_DELAY:-0}
 read -r -a model <<<"${ARGS:---layers 2 --width 32}"
 python=${PYTHON:-/usr/bin/python3}
