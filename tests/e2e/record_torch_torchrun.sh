@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# dtrace record on an unmodified program under torchrun (issue 39, proof):
+# `dtrace record --out a -- torchrun ... python plain_lm.py ...` with 2 ranks
+# over gloo (gradients all_reduce'd by the program), the combine planted on
+# rank 1 only. Every process of the command that imports torch is watched: the
+# launcher steps no optimizer and records nothing, each rank writes its own
+# rank<r>.jsonl, and the run's replay command is the whole recorded command
+# (dtrace record -- torchrun ...), no DTRACE_TORCH_LAUNCHER: bisect's replays
+# restart both ranks through torchrun. bisect --trust names rank 1 and the op.
+. "$(dirname "$0")/record-torch-lib.sh"
+if ! "$PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
+  skip "$PYTHON has no torch.distributed.run"
+fi
+read -r -a TORCHRUN <<<"$(torchrun 2)"
+for r in a b; do
+  plain_cmd=("${TORCHRUN[@]}" "$PYTHON" "$PLAIN" --steps 2 --nondet combine --nondet-rank 1)
+  record "$r" "${plain_cmd[@]}"
+done
+[ "$(cd a && ls rank*.jsonl)" = "$(printf 'rank0.jsonl\nrank1.jsonl')" ] ||
+  fail "the ranks' logs: $(ls a)"
+"$PYTHON" - "${real_dtrace:-$DTRACE}" <<'PY' || fail "the ranks' headers"
+import json, os, sys
+for r in (0, 1):
+    header = json.loads(open(f"a/rank{r}.jsonl").readline())
+    assert header["world_size"] == 2, header
+    argv = header["replay"]["argv"]
+    assert argv[:3] == [os.path.realpath(sys.argv[1]), "record", "--"], argv
+    assert argv[4:6] == ["-m", "torch.distributed.run"] and "--no_python" in argv, argv
+    assert argv[-6:] == ["--steps", "2", "--nondet", "combine", "--nondet-rank", "1"], argv
+PY
+run_dtrace 0 show --json a
+json_is ranks.0.step_count 2
+json_is ranks.1.step_count 2
+run_dtrace 1 diff --json a b
+json_is first.step 0
+bisect_into recorded.json a b
+json_is verdict '"named"'
+json_is culprit.rank 1
+json_is culprit.op '"dtrace_example.combine.default"'
+json_is culprit.scope '"fwd/blocks.0.moe"'
+json_true 'd["launches"] and all(l["argv"][1:3] == ["record", "--"] and "torch.distributed.run" in l["argv"]
+                                 for l in d["launches"])'
+echo ok
