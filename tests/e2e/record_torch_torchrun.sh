@@ -7,6 +7,7 @@
 # rank<r>.jsonl, and the run's replay command is the whole recorded command
 # (dtrace record -- torchrun ...), no DTRACE_TORCH_LAUNCHER: bisect's replays
 # restart both ranks through torchrun. bisect --trust names rank 1 and the op.
+# Then the same with DistributedDataParallel (plain_lm.py --ddp).
 . "$(dirname "$0")/record-torch-lib.sh"
 if ! "$PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
   skip "$PYTHON has no torch.distributed.run"
@@ -40,4 +41,26 @@ json_is culprit.op '"dtrace_example.combine.default"'
 json_is culprit.scope '"fwd/blocks.0.moe"'
 json_true 'd["launches"] and all(l["argv"][1:3] == ["record", "--"] and "torch.distributed.run" in l["argv"]
                                  for l in d["launches"])'
+
+# The same job with DistributedDataParallel averaging the gradients (the
+# program's model is the DDP wrapper): the recorder finds the replica group
+# itself, as dtrace_torch's does for a DDP over the whole world, so `dtrace
+# replicas` needs no --groups (and finds them agreeing), and bisect names rank 1 and the op in the DDP
+# model's scopes (module.<name>, as the explicit Recorder names them).
+mkdir ddp && cd ddp
+for r in a b; do
+  record "$r" "${TORCHRUN[@]}" "$PYTHON" "$PLAIN" --steps 2 --ddp --nondet combine --nondet-rank 1
+done
+"$PYTHON" -c 'import json; h = json.loads(open("a/rank1.jsonl").readline()); assert h["replicas"]["groups"] == [[0, 1]], h' ||
+  fail "the DDP run's header names no replica group: $(head -c 600 a/rank1.jsonl)"
+# DDP averages the gradients inside backward: every replica steps with the
+# same ones, whatever rank 1's forward computed, so the replicas agree.
+run_dtrace 0 replicas a
+run_dtrace 1 diff --json a b
+json_is first.step 0
+bisect_into recorded.json a b
+json_is verdict '"named"'
+json_is culprit.rank 1
+json_is culprit.op '"dtrace_example.combine.default"'
+json_is culprit.scope '"fwd/module.blocks.0.moe"'
 echo ok

@@ -13,8 +13,8 @@ switch as there, so that what `dtrace record` finds here can be compared with
 what gpt_moe.py's explicit Recorder finds.
 
 Under torchrun (WORLD_SIZE > 1) the ranks are data-parallel replicas over gloo,
-their gradients averaged by all_reduce calls written here; --nondet-rank R
-plants the switches on rank R only.
+their gradients averaged by all_reduce calls written here, or with --ddp by
+DistributedDataParallel; --nondet-rank R plants the switches on rank R only.
 
 It prints each step's loss to stderr. Nothing of dtrace is imported: neither
 here nor by gpt_moe.py at module level (its Recorder is imported in its main)."""
@@ -81,6 +81,9 @@ def main(argv=None) -> int:
                         "(else gpt_moe.py's sampler, Batches)")
     p.add_argument("--compile-block", action="store_true",
                    help="torch.compile the first transformer block (torch 2.x)")
+    p.add_argument("--ddp", action="store_true",
+                   help="under torchrun: DistributedDataParallel averages the gradients instead of the "
+                        "all_reduce calls written here")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--width", type=int, default=32)
@@ -110,6 +113,8 @@ def main(argv=None) -> int:
                 head_unordered="head-bwd" in nondet)
     if args.compile_block:  # one compiled region, blocks.0; the rest stays eager
         model.blocks[0] = torch.compile(model.blocks[0])
+    if args.ddp and world > 1:  # MoE routing leaves some experts unused in a step
+        model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     scheduler = None
     if args.lr_schedule:
@@ -127,7 +132,7 @@ def main(argv=None) -> int:
             loss = model(x, y) / args.grad_accum
             loss.backward()
             total += loss.item()
-        if world > 1:
+        if world > 1 and not args.ddp:
             for param in model.parameters():
                 torch.distributed.all_reduce(param.grad)
                 param.grad /= world
