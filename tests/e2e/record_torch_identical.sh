@@ -76,4 +76,22 @@ plain lc --steps 3 --loader --data-seed 7
 run_dtrace 0 bisect --trust --json la lc
 json_is verdict '"data"'
 json_is step 0
+
+# A program with its own Recorder (gpt_moe.py) under dtrace record is recorded
+# once, by its own recorder: one rank file in dtrace record's directory (its
+# run_dir replaced, as DTRACE_RUN_DIR does), its own header config, and the
+# replay command dtrace record's, which a replay takes through dtrace record
+# to that recorder.
+for r in ea eb; do
+  record "$r" "$PYTHON" "$EXAMPLE" --steps 2 --run-dir "elsewhere-$r" --checkpoint-dir "ck-$r"
+done
+[ ! -e elsewhere-ea ] || fail "the program's own run_dir was written under dtrace record"
+[ "$(ls ea)" = "$(printf 'rank0.jsonl\nrank0.status')" ] || fail "ea holds $(ls ea)"
+"$PYTHON" - "$DTRACE" <<'PY' || fail "the explicit Recorder's header under dtrace record"
+import json, os, sys
+header = json.loads(open("ea/rank0.jsonl").readline())
+assert header["config"].get("example") == "gpt_moe" and "recorded_by" not in header["config"], header["config"]
+assert header["replay"]["argv"][:3] == [os.path.realpath(sys.argv[1]), "record", "--"], header["replay"]
+PY
+run_dtrace 0 diff ea eb
 echo ok
