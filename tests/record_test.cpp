@@ -13,36 +13,23 @@
 
 #include "report/record_report.hpp"
 
+#include "support.hpp"
+
 namespace fs = std::filesystem;
 using namespace dtrace;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "dtrace-record-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string path(const std::string& name) const { return (path_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const {
-    fs::create_directories((path_ / name).parent_path());
-    std::ofstream(path_ / name) << text;
-  }
+using test::TempDir;
 
- private:
-  fs::path path_;
-};
+// A file of the test's directory with `text` in it (directories above it made).
+void write(const TempDir& dir, const std::string& name, const std::string& text) {
+  test::write_text(dir.path(name), text);
+}
 
 // A package directory whose bootstrap holds a sitecustomize.py.
 void make_python_dir(const TempDir& dir, const std::string& name) {
-  dir.write(name + "/dtrace_torch/bootstrap/sitecustomize.py", "\n");
+  write(dir, name + "/dtrace_torch/bootstrap/sitecustomize.py", "\n");
 }
 
 std::string value_of(const record::Variables& env, const std::string& name) {
@@ -76,8 +63,8 @@ TEST_CASE("record: the Python directory: DTRACE_PYTHONPATH, else the build tree'
           "[record]") {
   TempDir dir;
   for (const char* name : {"build/python", "installed", "override"}) make_python_dir(dir, name);
-  dir.write("build/dtrace", "");
-  dir.write("bin/dtrace", "");
+  write(dir, "build/dtrace", "");
+  write(dir, "bin/dtrace", "");
   record::PythonDirChoice choice;
   choice.build_exe = dir.path("build/dtrace");
   choice.build_python = dir.path("build/python");
@@ -114,7 +101,7 @@ TEST_CASE("record: a relative DTRACE_PYTHONPATH is made absolute, since CMD may 
   TempDir dir;
   make_python_dir(dir, "py");
   const fs::path before = fs::current_path();
-  fs::current_path(dir.str());
+  fs::current_path(dir.root());
   record::PythonDirChoice choice;
   choice.override_dir = "py";
   auto python = record::find_python_dir(choice);
@@ -126,10 +113,10 @@ TEST_CASE("record: a relative DTRACE_PYTHONPATH is made absolute, since CMD may 
 TEST_CASE("record: a Python directory without the bootstrap's sitecustomize.py is refused, named", "[record]") {
   TempDir dir;
   record::PythonDirChoice choice;
-  choice.override_dir = dir.str();
+  choice.override_dir = dir.root();
   auto python = record::find_python_dir(choice);
   REQUIRE_FALSE(python);
-  CHECK(python.error().message.find(dir.str() + "/dtrace_torch/bootstrap/sitecustomize.py") != std::string::npos);
+  CHECK(python.error().message.find(dir.root() + "/dtrace_torch/bootstrap/sitecustomize.py") != std::string::npos);
   CHECK(python.error().message.find("DTRACE_PYTHONPATH") != std::string::npos);
 }
 
@@ -187,15 +174,15 @@ TEST_CASE("record: --out is created, and refused when it holds a rank file", "[r
   CHECK(*made == dir.path("runs/a"));
   CHECK(fs::is_directory(dir.path("runs/a")));
   // Other files do not count as a recording.
-  dir.write("runs/a/notes.txt", "x");
+  write(dir, "runs/a/notes.txt", "x");
   CHECK(record::prepare_run_dir(dir.path("runs/a")));
 
-  dir.write("runs/a/rank1.jsonl", "kept");
+  write(dir, "runs/a/rank1.jsonl", "kept");
   auto refused = record::prepare_run_dir(dir.path("runs/a"));
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message.find(dir.path("runs/a/rank1.jsonl")) != std::string::npos);
 
-  dir.write("file", "");
+  write(dir, "file", "");
   CHECK_FALSE(record::prepare_run_dir(dir.path("file")));
 }
 
@@ -231,11 +218,11 @@ TEST_CASE("record: a damaged note is an error naming it", "[record]") {
 
 TEST_CASE("record: the notes of a directory, damaged ones named and skipped", "[record]") {
   TempDir dir;
-  dir.write("20.json", R"({"pid": 20, "steps": 0, "error": "no backward"})");
-  dir.write("3.json", R"({"pid": 3, "steps": 2})");
-  dir.write("7.json", "{truncated");
-  dir.write("ignored.txt", "x");
-  const record::Notes notes = record::read_notes(dir.str());
+  write(dir, "20.json", R"({"pid": 20, "steps": 0, "error": "no backward"})");
+  write(dir, "3.json", R"({"pid": 3, "steps": 2})");
+  write(dir, "7.json", "{truncated");
+  write(dir, "ignored.txt", "x");
+  const record::Notes notes = record::read_notes(dir.root());
   REQUIRE(notes.notes.size() == 2);
   CHECK(notes.notes[0].pid == 3);
   CHECK(notes.notes[1].pid == 20);
