@@ -13,6 +13,18 @@ if ! "$PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
   skip "$PYTHON has no torch.distributed.run"
 fi
 read -r -a TORCHRUN <<<"$(torchrun 2)"
+
+# names_rank1 SCOPE: runs a and b differ from step 0, and bisect names the
+# combine op on rank 1 in SCOPE.
+names_rank1() {
+  run_dtrace 1 diff --json a b
+  json_is first.step 0
+  bisect_into recorded.json a b
+  json_is verdict '"named"'
+  json_is culprit.rank 1
+  json_is culprit.op '"dtrace_example.combine.default"'
+  json_is culprit.scope "\"$1\""
+}
 for r in a b; do
   plain_cmd=("${TORCHRUN[@]}" "$PYTHON" "$PLAIN" --steps 2 --nondet combine --nondet-rank 1)
   record "$r" "${plain_cmd[@]}"
@@ -32,21 +44,16 @@ PY
 run_dtrace 0 show --json a
 json_is ranks.0.step_count 2
 json_is ranks.1.step_count 2
-run_dtrace 1 diff --json a b
-json_is first.step 0
-bisect_into recorded.json a b
-json_is verdict '"named"'
-json_is culprit.rank 1
-json_is culprit.op '"dtrace_example.combine.default"'
-json_is culprit.scope '"fwd/blocks.0.moe"'
+names_rank1 fwd/blocks.0.moe
 json_true 'd["launches"] and all(l["argv"][1:3] == ["record", "--"] and "torch.distributed.run" in l["argv"]
                                  for l in d["launches"])'
 
 # The same job with DistributedDataParallel averaging the gradients (the
 # program's model is the DDP wrapper): the recorder finds the replica group
 # itself, as dtrace_torch's does for a DDP over the whole world, so `dtrace
-# replicas` needs no --groups (and finds them agreeing), and bisect names rank 1 and the op in the DDP
-# model's scopes (module.<name>, as the explicit Recorder names them).
+# replicas` needs no --groups (and finds them agreeing), and bisect names
+# rank 1 and the op in the DDP model's scopes (module.<name>, as the explicit
+# Recorder names them).
 mkdir ddp && cd ddp
 for r in a b; do
   record "$r" "${TORCHRUN[@]}" "$PYTHON" "$PLAIN" --steps 2 --ddp --nondet combine --nondet-rank 1
@@ -56,11 +63,5 @@ done
 # DDP averages the gradients inside backward: every replica steps with the
 # same ones, whatever rank 1's forward computed, so the replicas agree.
 run_dtrace 0 replicas a
-run_dtrace 1 diff --json a b
-json_is first.step 0
-bisect_into recorded.json a b
-json_is verdict '"named"'
-json_is culprit.rank 1
-json_is culprit.op '"dtrace_example.combine.default"'
-json_is culprit.scope '"fwd/module.blocks.0.moe"'
+names_rank1 fwd/module.blocks.0.moe
 echo ok
