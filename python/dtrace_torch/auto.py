@@ -43,10 +43,11 @@ import os
 import sys
 import tempfile
 import weakref
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from dtrace import capi
 from dtrace import recording as base
 
 from .errors import DtraceError
@@ -115,8 +116,9 @@ class Program:
 
     def __init__(self):
         self.optimizers: List[weakref.ref] = []
-        self.roots: Dict[int, Any] = {}  # id(module) -> the hook's handle
-        self.root_names: Dict[int, str] = {}  # id(module) -> its class's name, for messages
+        # id(module) -> (a weak reference to it, its forward pre-hook's handle)
+        self.roots: Dict[int, Tuple[weakref.ref, Any]] = {}
+        self.step_hooks = False  # torch 2.x: global optimizer step hooks (install)
         self.forwards = self.backwards = self.steps = 0
         self.in_step = False
         self.backward_in_step = False
@@ -153,7 +155,8 @@ class Program:
 
         torch.autograd.backward = autograd_backward
         optim = sys.modules.get("torch.optim.optimizer")
-        if hasattr(optim, "register_optimizer_step_pre_hook"):
+        self.step_hooks = hasattr(optim, "register_optimizer_step_pre_hook")
+        if self.step_hooks:
             # torch 2.x: hooks every optimizer's step, whatever class.
             optim.register_optimizer_step_pre_hook(lambda opt, *_: program.optimizer_step_begins(opt))
             optim.register_optimizer_step_post_hook(lambda opt, *_: program.optimizer_step_ends(opt))
@@ -185,18 +188,17 @@ class Program:
     # ---- what the program does --------------------------------------------------------
     def optimizer_made(self, opt: torch.optim.Optimizer) -> None:
         self.optimizers.append(weakref.ref(opt))
-        if not hasattr(sys.modules.get("torch.optim.optimizer"), "register_optimizer_step_pre_hook"):
+        if not self.step_hooks:
             self._wrap_step(type(opt))
         parameters = [p for group in opt.param_groups for p in group["params"]]
         for root in _roots_holding(parameters):
-            if id(root) in self.roots:
-                continue
-            self.root_names[id(root)] = type(root).__name__
+            if id(root) in self.roots and self.roots[id(root)][0]() is root:
+                continue  # (an id of a module gone may name a new one)
             if FWD_HOOK_KWARGS:
                 handle = root.register_forward_pre_hook(self.forward, with_kwargs=True)
             else:
                 handle = root.register_forward_pre_hook(lambda module, args: self.forward(module, args, None))
-            self.roots[id(root)] = handle
+            self.roots[id(root)] = (weakref.ref(root), handle)
 
     def forward(self, module: torch.nn.Module, args, kwargs) -> None:
         if self.explicit or not torch.is_grad_enabled():
@@ -282,7 +284,7 @@ class Program:
                 self.stand_down()
                 return False
             optimizer = self._optimizer_of(module)
-            self.recorder = AutoRecorder(self._model(module), optimizer, self._other_optimizers(optimizer), self)
+            self.recorder = AutoRecorder(self._model(module), optimizer, self._other_optimizers(optimizer))
         self.in_step, self.backward_in_step, self.step_root_order = True, False, []
         number = self.steps
         if self.recorder.step_begins(number):
@@ -308,15 +310,8 @@ class Program:
         return models
 
     def _live_roots(self) -> List[torch.nn.Module]:
-        found = []
-        for o in gc.get_objects():
-            try:
-                if issubclass(type(o), torch.nn.Module) and id(o) in self.roots:
-                    found.append(o)
-            except Exception:
-                continue
-        order = list(self.roots)
-        return sorted(found, key=lambda m: order.index(id(m)))
+        """The hooked roots still alive, in the order they were found."""
+        return [m for m in (ref() for ref, _ in self.roots.values()) if m is not None]
 
     def _other_optimizers(self, optimizer) -> Dict[str, torch.optim.Optimizer]:
         """The program's other optimizers, recorded and restored as further state."""
@@ -332,12 +327,13 @@ class Program:
         return live[0] if live else None
 
     def _names(self, order: List[int]) -> str:
-        return ", ".join(self.root_names.get(i, "?") for i in order)
+        live = {id(m): type(m).__name__ for m in self._live_roots()}
+        return ", ".join(live.get(i, "?") for i in order)
 
     def stand_down(self) -> None:
         """The program records itself with its own Recorder: nothing here does."""
         self.explicit = True
-        for handle in self.roots.values():
+        for _, handle in self.roots.values():
             handle.remove()
         self.roots.clear()
 
@@ -406,16 +402,14 @@ class AutoRecorder(Recorder):
     _automatic = True
 
     def __init__(self, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
-                 others: Dict[str, torch.optim.Optimizer], program: Program):
+                 others: Dict[str, torch.optim.Optimizer]):
         argv = base.recorded_command()
         run_dir = os.environ.get("DTRACE_RUN_DIR", "").rstrip("/")
         super().__init__(model, optimizer, state=others, run_name=os.path.basename(run_dir) or None,
                          config={"recorded_by": "dtrace record",
-                                                   "command": argv[3:] if argv[1:3] == ["record", "--"] else argv})
+                                 "command": argv[3:] if argv[1:3] == ["record", "--"] else argv})
         base.automatic_recording = f"{type(model).__name__}, from step 0"
-        self.program = program
         self.target: Optional[int] = None  # the step a replay asks for
-        self._ran_target = False
         if self._session is not None:
             self.target = self._session.step()
             if not self._session.next():
@@ -435,7 +429,6 @@ class AutoRecorder(Recorder):
         self._arrive()
 
     def _native_for_request(self):
-        from dtrace import capi
         return capi.Native(**self._native_options, session=self._session)
 
     def _patch_optimizer(self) -> None:
@@ -447,7 +440,7 @@ class AutoRecorder(Recorder):
         DTRACE_FAST_FORWARD asks (none before an isolation)."""
         if self.target is not None:
             self.native.fast_forward(self.target)
-            self._unrecorded = self.native.isolate_scope() is not None
+            self._unrecorded = self._isolating()
 
     def _isolating(self) -> bool:
         return self.native is not None and self.native.isolate_scope() is not None
@@ -470,8 +463,7 @@ class AutoRecorder(Recorder):
             self._isolate(number)
             self._answered()
             self._next_request(number)
-            self._restore_snapshot(self._snapshot)
-            self.restored_at = number
+            self._back_to_start(number)
         return True  # a step request: this step runs it
 
     def step_ended(self, number: int) -> None:
@@ -482,10 +474,15 @@ class AutoRecorder(Recorder):
         self._answered()
         while True:
             self._next_request(number, declining=True)
-            self._restore_snapshot(self._snapshot)
-            self.restored_at = number
+            self._back_to_start(number)
             self._isolate(number)
             self._answered()
+
+    def _back_to_start(self, number: int) -> None:
+        """The state at step `number`'s start again (the copy taken there): what
+        an isolation loaded into a layer, or the step itself changed, is gone."""
+        self._restore_snapshot(self._snapshot)
+        self.restored_at = number
 
     def _answered(self) -> None:
         self._detach()
