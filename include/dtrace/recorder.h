@@ -438,6 +438,42 @@ int dtrace_session_variable(const dtrace_session* session, const char* name, con
 int dtrace_recorder_open_session(const dtrace_run_options* options, const dtrace_session* session,
                                  dtrace_recorder** out);
 
+/* ---- Pinned ops (dtrace-replay/1.3; symbol version DTRACE_1.4). ---------
+ * After naming a nondeterministic op, dtrace bisect replays the step again
+ * with that op's outputs replaced by one fixed result of it (DTRACE_PIN, a
+ * capture directory), on both sides, to find what else differs
+ * (dtrace-fp(5), "Pinned ops"). A program honours pins by asking, for each
+ * output of every call of every op whose outputs it records at kernel level,
+ * whether that output is pinned, and using the bytes it gets:
+ *
+ *   dtrace_recorder_open_pinning(&options, session, &rec);   (announces 1.3)
+ *   ...run the op into out...;
+ *   int32_t pinned = 0;
+ *   dtrace_recorder_pinned(rec, "gemm_fc1", "y", out, out_bytes, &pinned);
+ *   ...record out (at kernel level), then let the rest of the step read it.
+ */
+
+/* As dtrace_recorder_open_session, for a program that also honours pins: its
+ * header says "protocol":"dtrace-replay/1.3" (which includes sessions). */
+int dtrace_recorder_open_pinning(const dtrace_run_options* options, const dtrace_session* session,
+                                 dtrace_recorder** out);
+
+/* *any = 1 while the open step (the replayed step or a repetition, never a
+ * fast-forwarded step) may hold a pinned call; a program may skip asking
+ * dtrace_recorder_pinned then. */
+int dtrace_recorder_pins(const dtrace_recorder* recorder, int32_t* any);
+
+/* Whether this call's output `name` of `op`, in the current scope, is pinned:
+ * *pinned = 1 and the pinned bytes written to buffer (exactly capacity bytes,
+ * the output's size), or *pinned = 0 and buffer untouched. Ask once per
+ * output of every call, whatever the level in force: calls are counted per
+ * (scope, op, name) within the step or repetition, the k-th asking matched
+ * with the pin's record of occurrence k. A pin of another size than capacity
+ * is DTRACE_ERROR_INVALID_ARGUMENT, nothing written; a damaged pin capture
+ * DTRACE_ERROR_IO. */
+int dtrace_recorder_pinned(dtrace_recorder* recorder, const char* op, const char* name, void* buffer,
+                           size_t capacity, int32_t* pinned);
+
 /* The message of the last failed call on this session ("" when none). */
 const char* dtrace_session_last_error(const dtrace_session* session);
 

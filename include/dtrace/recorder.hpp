@@ -136,6 +136,11 @@ struct ReplayRequest {
   std::optional<int> isolate_occurrence;
   std::optional<std::string> inputs;         // DTRACE_INPUTS (a capture directory)
   int repeat = 1;                            // DTRACE_REPEAT
+  // DTRACE_PIN (dtrace-replay/1.3, man/dtrace-fp.5 "Pinned ops"): a capture
+  // directory whose out records are outputs the workload substitutes for
+  // those of the same calls (Recorder::pinned), in the replayed step and in
+  // each isolation repetition. Refused outside a replay.
+  std::optional<std::string> pin;
   // dtrace's workflow extensions (man/dtrace.1: verify, tax), for a training run
   // (refused with DTRACE_REPLAY_STEP or DTRACE_ISOLATE, except DTRACE_DETERMINISTIC):
   std::optional<std::string> run_dir;         // DTRACE_RUN_DIR: the run directory, instead of
@@ -191,6 +196,12 @@ struct RunOptions {
   // program that calls ReplaySession::from_environment() and serves what it
   // returns; unset, the header says 1.1 and every replay is a launch.
   bool serves_sessions = false;
+  // The program honours pins (dtrace-replay/1.3, man/dtrace-fp.5 "Pinned
+  // ops"): every op whose outputs it records at kernel level asks pinned()
+  // for each output and uses what it returns. The header then says
+  // "dtrace-replay/1.3", which includes sessions: it needs serves_sessions
+  // (open() throws Kind::argument without it).
+  bool honours_pins = false;
 };
 
 // One record of the capture that DTRACE_INPUTS names (this rank's, of the
@@ -327,6 +338,24 @@ class Recorder {
   // optimizer steps (a last evaluation forward), that was no step. A crash
   // mid-step is not that: the destructor writes such a step, incomplete.
   virtual void discard_step() = 0;
+
+  // Pinned ops (dtrace-replay/1.3, DTRACE_PIN; man/dtrace-fp.5 "Pinned ops").
+  // dtrace bisect, having named a nondeterministic op, replays the step again
+  // with that op's outputs replaced by one fixed result of it, on both sides,
+  // to find what else differs. pins() is true while the open step (the
+  // replayed step or a repetition, never a fast-forwarded one) may hold a
+  // pinned call: a program may skip asking pinned() when it is false.
+  virtual bool pins() const = 0;
+  // Asks whether this call's output `name` of `op`, in the current scope, is
+  // pinned, and with what: the bytes to put in place of the output (its
+  // dtype and shape as recorded), before anything reads it and before its
+  // out record, or nullopt to keep it. Ask once per output of every call of
+  // every op that records its outputs at kernel level, whether or not its
+  // records are written at the level in force: calls are counted per (scope,
+  // op, name) within the step or repetition, and the k-th asking is matched
+  // with the pin's record of occurrence k. Each pin returned is counted in
+  // DTRACE_OUT_DIR/pins.rank<r>.jsonl at the step's end, which dtrace checks.
+  virtual std::optional<std::vector<std::byte>> pinned(std::string_view op, std::string_view name) = 0;
 
  protected:
   Recorder() = default;

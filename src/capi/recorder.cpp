@@ -240,12 +240,14 @@ dtrace::RunOptions run_options(const dtrace_run_options& c) {
 // Opens into a handle that exists whatever happens (as sqlite3_open does), so
 // the caller can read why opening failed.
 // `serves_sessions`: the header announces dtrace-replay/1.2
-// (dtrace_recorder_open_session).
+// (dtrace_recorder_open_session); with `honours_pins`, 1.3
+// (dtrace_recorder_open_pinning).
 int open_handle(const dtrace_run_options* options,
                 const std::optional<std::map<std::string, std::string>>& variables,
                 const char* variables_error, dtrace_recorder** out,
                 bool serves_sessions = false,
-                int variables_error_code = DTRACE_ERROR_INVALID_ARGUMENT) noexcept {
+                int variables_error_code = DTRACE_ERROR_INVALID_ARGUMENT,
+                bool honours_pins = false) noexcept {
   if (out == nullptr) return DTRACE_ERROR_INVALID_ARGUMENT;
   *out = new (std::nothrow) dtrace_recorder();
   if (*out == nullptr) return DTRACE_ERROR_OUT_OF_MEMORY;
@@ -255,6 +257,7 @@ int open_handle(const dtrace_run_options* options,
     require(options != nullptr, "options is NULL");
     dtrace::RunOptions run = run_options(*options);
     run.serves_sessions = serves_sessions;
+    run.honours_pins = honours_pins;
     const dtrace::ReplayRequest request = variables
                                               ? dtrace::ReplayRequest::from_variables(*variables)
                                               : dtrace::ReplayRequest::from_environment();
@@ -711,9 +714,15 @@ int dtrace_session_variable(const dtrace_session* handle, const char* name, cons
   });
 }
 
-int dtrace_recorder_open_session(const dtrace_run_options* options, const dtrace_session* session,
-                                 dtrace_recorder** out) {
-  if (session == nullptr) return open_handle(options, std::nullopt, nullptr, out, true);
+namespace {
+
+// dtrace_recorder_open_session and dtrace_recorder_open_pinning: the request
+// being served, or the process environment without a session.
+int open_for_session(const dtrace_run_options* options, const dtrace_session* session, dtrace_recorder** out,
+                     bool honours_pins) {
+  if (session == nullptr) {
+    return open_handle(options, std::nullopt, nullptr, out, true, DTRACE_ERROR_INVALID_ARGUMENT, honours_pins);
+  }
   std::optional<std::map<std::string, std::string>> variables;
   const char* problem = nullptr;
   int code = DTRACE_ERROR_ORDER;
@@ -730,7 +739,51 @@ int dtrace_recorder_open_session(const dtrace_run_options* options, const dtrace
     }
   }
   return open_handle(options, variables ? variables : std::map<std::string, std::string>{}, problem,
-                     out, true, code);
+                     out, true, code, honours_pins);
+}
+
+}  // namespace
+
+int dtrace_recorder_open_session(const dtrace_run_options* options, const dtrace_session* session,
+                                 dtrace_recorder** out) {
+  return open_for_session(options, session, out, false);
+}
+
+// ---- Pinned ops (DTRACE_1.4, dtrace-replay/1.3). -------------------------
+
+int dtrace_recorder_open_pinning(const dtrace_run_options* options, const dtrace_session* session,
+                                 dtrace_recorder** out) {
+  return open_for_session(options, session, out, true);
+}
+
+int dtrace_recorder_pins(const dtrace_recorder* handle, int32_t* any) {
+  return call(handle, [&](const dtrace::Recorder& r) {
+    require_out(any);
+    *any = r.pins() ? 1 : 0;
+  });
+}
+
+int dtrace_recorder_pinned(dtrace_recorder* handle, const char* op, const char* name, void* buffer,
+                           size_t capacity, int32_t* pinned) {
+  return call(handle, [&](dtrace::Recorder& r) {
+    require(op != nullptr, "op is NULL");
+    require(name != nullptr, "name is NULL");
+    require(buffer != nullptr || capacity == 0, "buffer is NULL but capacity is not 0");
+    require_out(pinned);
+    *pinned = 0;
+    const auto bytes = r.pinned(op, name);
+    if (!bytes) return;
+    // The output the program hands over is the pinned call's: another size is
+    // another tensor (the wrong buffer, or a program that changed shape).
+    if (bytes->size() != capacity) {
+      throw Failure{DTRACE_ERROR_INVALID_ARGUMENT,
+                    "DTRACE_PIN: " + r.current_scope() + " " + op + " '" + name + "' is pinned to " +
+                        std::to_string(bytes->size()) + " bytes, but its output here has " +
+                        std::to_string(capacity)};
+    }
+    if (!bytes->empty()) std::memcpy(buffer, bytes->data(), bytes->size());
+    *pinned = 1;
+  });
 }
 
 const char* dtrace_session_last_error(const dtrace_session* handle) {

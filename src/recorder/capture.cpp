@@ -56,7 +56,7 @@ void append_capture_line(std::string& out, const log::Record& record, std::strin
 }
 
 CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
-                                std::optional<std::int64_t> step) {
+                                std::optional<std::int64_t> step, std::string_view variable) {
   // The index is capture.jsonl, or one capture.rank<r>.jsonl per process of a
   // job of several (dtrace-replay/1.1), read together as one log.
   // The directory holds nothing else named *.jsonl, so it is read as a run.
@@ -67,7 +67,7 @@ CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
     indexed = indexed || (name.starts_with("capture") && name.ends_with(".jsonl"));
   }
   if (!indexed) {
-    throw RecorderError("DTRACE_INPUTS=" + dir + ": no " + std::string(kCaptureIndex) +
+    throw RecorderError(std::string(variable) + "=" + dir + ": no " + std::string(kCaptureIndex) +
                         " (or capture.rank<r>.jsonl) there (not a capture directory)");
   }
   auto reader = log::RunReader::open(dir);

@@ -40,8 +40,10 @@ class CaptureIndex {
   // under dtrace-replay/1.1, all together) and keeps `rank`'s records of `step`, or of the
   // rank's first complete step when no step is given (a capture holds the one
   // replayed step). Throws RecorderError naming the file on unreadable input.
+  // `variable` names the directory in errors (DTRACE_INPUTS, DTRACE_PIN).
   static CaptureIndex load(const std::string& dir, std::int32_t rank,
-                           std::optional<std::int64_t> step);
+                           std::optional<std::int64_t> step,
+                           std::string_view variable = "DTRACE_INPUTS");
 
   // The bytes of the record (scope, op, io, name, occurrence), checked against
   // the fingerprint the index holds; nullopt when the capture lacks the record.

@@ -18,6 +18,10 @@
 
 #include <bit>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
 #include <utility>
 #include <nlohmann/json.hpp>
 
@@ -42,9 +46,16 @@ using recording::CaptureIndex;
 using recording::LogSink;
 
 // What the header's replay.protocol announces: 1.2 (replay sessions, served
-// through ReplaySession) only when the program says it serves them.
+// through ReplaySession) only when the program says it serves them, 1.3 when
+// it also honours pins (Recorder::pinned).
 constexpr std::string_view kReplayProtocol = "dtrace-replay/1.1";
 constexpr std::string_view kSessionProtocol = "dtrace-replay/1.2";
+constexpr std::string_view kPinProtocol = "dtrace-replay/1.3";
+
+std::string_view protocol(const RunOptions& options) {
+  if (options.honours_pins) return kPinProtocol;
+  return options.serves_sessions ? kSessionProtocol : kReplayProtocol;
+}
 
 log::Io to_log_io(RecordIo io) {
   switch (io) {
@@ -120,7 +131,7 @@ std::string header_line(const RunOptions& options, Level level, bool own_file) {
     std::error_code ec;
     const fs::path cwd =
         options.replay_cwd.empty() ? fs::current_path(ec) : fs::path(options.replay_cwd);
-    header["replay"] = {{"argv", options.replay_argv}, {"protocol", options.serves_sessions ? kSessionProtocol : kReplayProtocol}};
+    header["replay"] = {{"argv", options.replay_argv}, {"protocol", protocol(options)}};
     if (!ec) header["replay"]["cwd"] = cwd.string();
   }
   if (own_file) header["rank"] = options.rank;
@@ -143,6 +154,11 @@ void check_options(const RunOptions& options, const ReplayRequest& request) {
   if (options.rank < 0 || options.rank >= options.world_size) {
     throw RecorderError("rank " + std::to_string(options.rank) + " is outside world_size " +
                             std::to_string(options.world_size),
+                        Kind::argument);
+  }
+  if (options.honours_pins && !options.serves_sessions) {
+    throw RecorderError("honours_pins without serves_sessions: dtrace-replay/1.3, which announces pins, "
+                        "includes replay sessions (1.2)",
                         Kind::argument);
   }
   if (!request.out && !request.out_dir && !request.is_replay() && options.run_dir.empty() &&
@@ -194,6 +210,15 @@ class RankRecorder final : public Recorder {
                                             "DTRACE_CAPTURE");
     }
     if (request.inputs) inputs_ = CaptureIndex::load(*request.inputs, rank_, request.step);
+    if (request.pin) {
+      // The pin capture holds one step per rank (bisect writes it), whatever
+      // its number: the same pins serve the replayed step and each repetition.
+      pins_ = CaptureIndex::load(*request.pin, rank_, std::nullopt, "DTRACE_PIN");
+      for (const CapturedRecord& r : pins_->records()) {
+        if (r.io == "out") pinned_ids_.emplace(r.scope, r.op, r.name);
+      }
+      if (request.out_dir) pins_file_ = (fs::path(*request.out_dir) / ("pins." + rank_name + ".jsonl")).string();
+    }
   }
 
   // An unfinished step's lines are still written, without an end record: the
@@ -268,6 +293,8 @@ class RankRecorder final : public Recorder {
     repetition_ = false;
     seq_ = 0;
     captured_ = 0;
+    pin_calls_.clear();
+    pins_applied_ = 0;
     chain_.begin(chain_previous_, step);
     if (status_) status_->progress(step, 0);
   }
@@ -289,6 +316,7 @@ class RankRecorder final : public Recorder {
     chain_previous_ = chain_.finish();
     const std::int64_t step = *step_;
     if (capture_ && !forwarded) log::append_end_line(capture_lines_, rank_, step, captured_);
+    if (!forwarded) acknowledge_pins(step);
     last_step_ = step_;
     step_.reset();
     repetition_ = false;
@@ -323,9 +351,24 @@ class RankRecorder final : public Recorder {
     fast_forwarding_ = false;
     lines_.clear();
     capture_lines_.clear();
+    pin_calls_.clear();
+    pins_applied_ = 0;
   }
 
   std::string current_scope() const override { return scope_; }
+
+  bool pins() const override { return !pinned_ids_.empty() && step_ && !fast_forwarding_; }
+
+  std::optional<std::vector<std::byte>> pinned(std::string_view op, std::string_view name) override {
+    if (!pins()) return std::nullopt;
+    const auto id = pinned_ids_.find(std::tuple{std::string_view(scope_), op, name});
+    if (id == pinned_ids_.end()) return std::nullopt;
+    // Counted only for pinned identities: the others never need their calls told apart.
+    int& calls = pin_calls_[*id];
+    auto bytes = pins_->bytes(scope_, op, "out", name, calls++);
+    if (bytes) ++pins_applied_;
+    return bytes;
+  }
 
   void tensor(Level level, std::string_view op, RecordIo io, std::string_view name,
               const TensorView& tensor) override {
@@ -460,6 +503,17 @@ class RankRecorder final : public Recorder {
     }
   }
 
+  // One line per step or repetition ended under DTRACE_PIN: how many pinned
+  // outputs the program took (man/dtrace-fp.5, "Pinned ops"), which bisect
+  // holds against the pins it asked for. Appended, as repetitions end one by one.
+  void acknowledge_pins(std::int64_t step) const {
+    if (pins_file_.empty()) return;
+    std::ofstream out(pins_file_, std::ios::app);
+    out << "{\"step\":" << step << ",\"pinned\":" << pins_applied_ << "}\n";
+    out.flush();
+    if (!out) throw RecorderError(pins_file_ + ": cannot write the pins taken");
+  }
+
   log::Record make_record(std::string_view op, RecordIo io, std::string_view name) {
     log::Record record;
     record.step = *step_;
@@ -494,6 +548,15 @@ class RankRecorder final : public Recorder {
   log::ChainHasher chain_;     // the open step's chained digest (dtrace-fp(5)), so far
   std::uint64_t chain_previous_ = 0;  // the chain of the last step written
   std::string capture_lines_;  // the open step's capture index lines
+
+  // DTRACE_PIN: the pinned outputs, their identities (scope, op, name), the
+  // calls of each asked so far in the open step, and the pins taken there.
+  using PinId = std::tuple<std::string, std::string, std::string>;
+  std::optional<CaptureIndex> pins_;
+  std::set<PinId, std::less<>> pinned_ids_;
+  std::map<PinId, int, std::less<>> pin_calls_;
+  std::int64_t pins_applied_ = 0;
+  std::string pins_file_;  // DTRACE_OUT_DIR/pins.rank<r>.jsonl; empty without DTRACE_OUT_DIR
 };
 
 }  // namespace

@@ -25,6 +25,8 @@ constexpr const char* kVariables[] = {
     "DTRACE_OCCURRENCE", "DTRACE_FAST_FORWARD",
     // dtrace-replay/1.1: several processes, one replay.
     "DTRACE_OUT_DIR",
+    // dtrace-replay/1.3: pinned ops.
+    "DTRACE_PIN",
     // dtrace's workflow extensions (dtrace verify, dtrace tax).
     "DTRACE_RUN_DIR", "DTRACE_CHECKPOINT_DIR", "DTRACE_STOP_AT", "DTRACE_RESUME_AT",
     "DTRACE_DETERMINISTIC",
@@ -187,12 +189,24 @@ ReplayRequest ReplayRequest::from_variables(const Variables& variables) {
            "only meaningful with DTRACE_ISOLATE (repetitions re-run an isolated scope)");
   }
 
+  // A pin replaces an op's outputs inside the replayed step or the
+  // repetitions: a training run has neither.
+  request.pin = lookup(variables, "DTRACE_PIN");
+  if (request.pin && !request.is_replay()) {
+    reject("DTRACE_PIN", *request.pin,
+           "only meaningful with DTRACE_REPLAY_STEP or DTRACE_ISOLATE (it pins ops of the replayed step)");
+  }
+
   read_workflow_variables(variables, request);
 
   if (request.capture && request.inputs &&
       normal_path(*request.capture) == normal_path(*request.inputs)) {
     reject("DTRACE_CAPTURE", *request.capture,
            "is also DTRACE_INPUTS: a replay cannot capture into the capture it reads");
+  }
+  if (request.capture && request.pin && normal_path(*request.capture) == normal_path(*request.pin)) {
+    reject("DTRACE_CAPTURE", *request.capture,
+           "is also DTRACE_PIN: a replay cannot capture into the pins it reads");
   }
   return request;
 }
