@@ -142,6 +142,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dtrace_session_last_error": ([_p], _c.c_char_p),
         "dtrace_session_close": ([_p], _c.c_int),
         "dtrace_recorder_open_session": ([_c.POINTER(RunOptions), _p, _c.POINTER(_p)], _c.c_int),
+        # Pinned ops (DTRACE_1.4, recorder.h "Pinned ops").
+        "dtrace_recorder_open_pinning": ([_c.POINTER(RunOptions), _p, _c.POINTER(_p)], _c.c_int),
+        "dtrace_recorder_pins": ([_p, i32p], _c.c_int),
+        "dtrace_recorder_pinned": ([_p, _c.c_char_p, _c.c_char_p, _p, _c.c_size_t, i32p], _c.c_int),
     }
     for name, (argtypes, restype) in sig.items():
         fn = getattr(lib, name)
@@ -255,6 +259,19 @@ class Session:
     def handle(self):
         return self._h
 
+    def pins(self) -> bool:
+        """True while the open step may hold a pinned call (DTRACE_PIN)."""
+        return bool(self._get(self._lib.dtrace_recorder_pins, _c.c_int32))
+
+    def pinned(self, op: str, name: str, address: int, nbytes: int) -> bool:
+        """Asks whether this call's output `name` of `op` in the current scope is
+        pinned; if so its pinned bytes (exactly nbytes) are written at address
+        and True is returned. Ask once per output of every call (recorder.h)."""
+        flag = _c.c_int32()
+        self._check(self._lib.dtrace_recorder_pinned(self._h, op.encode(), name.encode(), _p(address or None),
+                                                     nbytes, _c.byref(flag)))
+        return bool(flag.value)
+
     def close(self) -> None:
         if self._h is not None:
             h, self._h = self._h, None
@@ -264,12 +281,15 @@ class Session:
 class Native:
     """One dtrace_recorder handle (one rank). `session`: open it for a program
     that serves replay sessions (its header announces dtrace-replay/1.2): with a
-    Session serving a request, for that request; with None, from the environment."""
+    Session serving a request, for that request; with None, from the environment.
+    `honours_pins` (with sessions): the program asks pinned() for every op
+    output it records at kernel level, and the header announces 1.3."""
 
     def __init__(self, *, run_dir: Optional[str], run_name: str, rank: int, world_size: int, level: int,
                  env_json: str, config_json: str, replay_argv: Sequence[str], replay_cwd: Optional[str],
                  replica_groups: Optional[str] = None, replica_per_rank: Optional[str] = None,
-                 serves_sessions: bool = False, session: Optional[Session] = None):
+                 serves_sessions: bool = False, session: Optional[Session] = None,
+                 honours_pins: bool = False):
         self._lib = lib()
         self._dims: dict = {}  # shape -> its int64[] (tensor())
         self._text: dict = {}  # op, name, dtype -> bytes (tensor())
@@ -288,7 +308,10 @@ class Native:
         options.replay_cwd = self._keep[4]
         options.replica_groups, options.replica_per_rank = self._keep[5], self._keep[6]
         handle = _p()
-        if serves_sessions or session is not None:
+        if honours_pins:
+            code = self._lib.dtrace_recorder_open_pinning(_c.byref(options), session.handle if session else None,
+                                                          _c.byref(handle))
+        elif serves_sessions or session is not None:
             code = self._lib.dtrace_recorder_open_session(_c.byref(options), session.handle if session else None,
                                                           _c.byref(handle))
         else:
@@ -413,6 +436,19 @@ class Native:
         code = self._lib.dtrace_recorder_captured_read(self._h, index, _p(address or None), capacity)
         if code != OK:
             raise CaptureError(self._message(code))
+
+    def pins(self) -> bool:
+        """True while the open step may hold a pinned call (DTRACE_PIN)."""
+        return bool(self._get(self._lib.dtrace_recorder_pins, _c.c_int32))
+
+    def pinned(self, op: str, name: str, address: int, nbytes: int) -> bool:
+        """Asks whether this call's output `name` of `op` in the current scope is
+        pinned; if so its pinned bytes (exactly nbytes) are written at address
+        and True is returned. Ask once per output of every call (recorder.h)."""
+        flag = _c.c_int32()
+        self._check(self._lib.dtrace_recorder_pinned(self._h, op.encode(), name.encode(), _p(address or None),
+                                                     nbytes, _c.byref(flag)))
+        return bool(flag.value)
 
     def close(self) -> None:
         if self._h is not None:
