@@ -123,8 +123,23 @@ struct Workload {
       {2, {f32(1), f32(2), f32(3), f32(4) + 3}},
   };
 
+  // dtrace-replay/1.3: a pinned step replay takes its pins (add's output,
+  // the one cause) and acknowledges them, so both sides agree; false: the
+  // pins are ignored (nothing acknowledged), as a workload that only says 1.3.
+  bool honours_pins = false;
+
   int step_calls = 0;
   std::vector<std::pair<char, std::map<std::string, std::string>>> calls;
+
+  // The records a pin capture holds for rank 0 (its capture.jsonl's record lines).
+  static int pinned_records(const std::string& dir) {
+    std::ifstream in(dir + "/capture.jsonl");
+    int count = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"seq\"") != std::string::npos && line.find("\"rank\":0") != std::string::npos) ++count;
+    }
+    return count;
+  }
 
   std::vector<Line> kernel_lines(int outcome) const {
     const int shown = kernels_blind ? 0 : outcome;
@@ -185,7 +200,13 @@ struct Workload {
       }
     } else {
       const int call = step_calls++;
-      const int outcome = step_outcome(side, call);
+      const bool pinned = honours_pins && v.count("DTRACE_PIN");
+      const int outcome = pinned ? 0 : step_outcome(side, call);
+      if (pinned) {
+        write_file(v.at("DTRACE_OUT_DIR") + "/rank0.pins",
+                   "{\"step\":" + std::to_string(step) + ",\"pinned\":" +
+                       std::to_string(pinned_records(v.at("DTRACE_PIN"))) + "}\n");
+      }
       const std::uint64_t state =
           restored_on_call.count(call) ? restored_on_call.at(call) : restored.at(side);
       std::vector<Line> lines = {{"opt", "adamw", "state", "w", state}};
@@ -275,7 +296,7 @@ struct Bisect {
   Report run() {
     auto report = dtrace::bisect::run(
         options, {}, [this](const std::string& stage, const std::string& m) { notes.push_back(stage + ": " + m); });
-    REQUIRE(report);
+    if (!report) FAIL(report.error().message);
     return *report;
   }
 
@@ -1058,7 +1079,7 @@ TEST_CASE("bisect launches the requests a session declines, and keeps the sessio
                   "DTRACE_REPLAY_STEP=0") != std::string::npos);
   CHECK(text.find("session 1 (A): 4 requests (4 declined, launched) in ") != std::string::npos);
   const auto json = dtrace::report::bisect_to_json(r);
-  CHECK(json["schema_version"] == "1.5");
+  CHECK(json["schema_version"] == "1.6");
   const auto& first = json["launches"].at(static_cast<std::size_t>(r.replays.front().launch));
   CHECK(first["declined"] == nlohmann::json{{"session", 0}, {"request", 0},
                                             {"reason", "this fake replays in fresh processes only"}});
@@ -1088,4 +1109,73 @@ TEST_CASE("a session that fails after declining fails bisect, naming the request
   CHECK(r.error().message.find("then replay of run A (capture) failed in request 1 of its replay session "
                                "(step 0, level kernel, scope fwd/layer.0, capture): rank 0 exited with status 4") !=
         std::string::npos);
+}
+
+TEST_CASE("bisect pins the op it named and replays the step again until nothing else differs", "[bisect][pin]") {
+  Bisect b;
+  b.run_a = write_run(b.dir, 'A', {{0x5a}, {0}}, "{\"seed\":1}", "{}", "dtrace-replay/1.3");
+  b.run_b = write_run(b.dir, 'B', {{0x5a}, {1}}, "{\"seed\":1}", "{}", "dtrace-replay/1.3");
+  b.options.launches = true;
+  b.options.keep = b.dir / "kept";
+  SECTION("a workload that takes its pins: one culprit, and nothing else differs") {
+    b.workload.honours_pins = true;
+    const Report r = b.run();
+    CHECK(r.verdict == Verdict::named);
+    REQUIRE(r.culprits.size() == 1);
+    CHECK(r.culprits[0].scope == "fwd/layer.0");
+    CHECK(r.culprits[0].op == "add");
+    CHECK(r.culprits[0].first_replay == 0);
+    CHECK(r.culprits[0].end_replay == 8);
+    CHECK(r.search_stop == "agree");
+    CHECK(r.search_end == "with fwd/layer.0 add pinned, the replays of step 0 agree over 3 attempts: "
+                         "nothing else differs with it pinned");
+    // After the first culprit's eight replays, three attempts of two pinned layer replays.
+    const auto stages = b.stages(r);
+    REQUIRE(stages.size() == 14);
+    for (std::size_t i = 8; i < 14; ++i) {
+      CHECK(stages[i] == (i % 2 == 0 ? "layer A" : "layer B"));
+      CHECK(b.workload.calls.at(i).second.count("DTRACE_PIN") == 1);
+    }
+    // The pin capture: add's output y of A's kernel-level capture, its bytes copied.
+    const std::string pins = b.workload.calls.at(8).second.at("DTRACE_PIN");
+    CHECK(Workload::pinned_records(pins) == 1);
+    std::ifstream index(pins + "/capture.jsonl");
+    std::string head, record;
+    std::getline(index, head);
+    std::getline(index, record);
+    CHECK(record.find("\"scope\":\"fwd/layer.0\",\"op\":\"add\",\"io\":\"out\",\"name\":\"y\"") !=
+          std::string::npos);
+    CHECK(fs::exists(pins + "/" + dtrace::log::capture_file_name(0, 0, 0)));
+    const auto json = dtrace::report::bisect_to_json(r);
+    REQUIRE(json["culprits"].size() == 1);
+    CHECK(json["culprits"][0]["op"] == "add");
+    CHECK(json["culprits"][0]["replays"] == nlohmann::json{0, 8});
+    CHECK(json["search"]["stop"] == "agree");
+    CHECK(json["culprit"]["op"] == "add");
+    const std::string text = dtrace::report::bisect_to_text(r);
+    CHECK(text.find("  search:   with fwd/layer.0 add pinned, the replays of step 0 agree") != std::string::npos);
+  }
+  SECTION("a workload that says 1.3 and ignores its pins is refused, naming DTRACE_PIN") {
+    auto r = dtrace::bisect::run(b.options, {});
+    REQUIRE_FALSE(r);
+    INFO(r.error().message);
+    CHECK(r.error().message.find("did not take the pins DTRACE_PIN=") != std::string::npos);
+    CHECK(r.error().message.find("rank0.pins") != std::string::npos);
+  }
+  SECTION("--first stops at the first culprit") {
+    b.options.first = true;
+    const Report r = b.run();
+    CHECK(r.culprits.size() == 1);
+    CHECK(r.search_stop == "first");
+    CHECK(r.replays.size() == 8);
+  }
+}
+
+TEST_CASE("a workload that cannot pin gets one culprit and a note saying why the search stopped", "[bisect][pin]") {
+  Bisect b;
+  const Report r = b.run();
+  REQUIRE(r.culprits.size() == 1);
+  CHECK(r.search_stop == "no-pins");
+  CHECK(r.search_end.rfind("run A's workload speaks dtrace-replay/1, which cannot pin an op (dtrace-replay/1.3)", 0) == 0);
+  CHECK(r.replays.size() == 8);
 }

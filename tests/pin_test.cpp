@@ -1,6 +1,6 @@
 // Pinned ops (dtrace-replay/1.3, man/dtrace-fp.5 "Pinned ops"): a capture's
 // out records handed back, call by call, to the program that asks, and
-// acknowledged in DTRACE_OUT_DIR/pins.rank<r>.jsonl.
+// acknowledged in DTRACE_OUT_DIR/rank<r>.pins.
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -83,7 +83,7 @@ TEST_CASE("a pinned op gets the pin capture's output call by call, in its scope 
   }
   rec->end_step();
   rec.reset();
-  CHECK(read_text(dir / "replay/pins.rank0.jsonl") == "{\"step\":3,\"pinned\":3}\n");
+  CHECK(read_text(dir / "replay/rank0.pins") == "{\"step\":3,\"pinned\":3}\n");
 }
 
 TEST_CASE("pins apply to each repetition from its first call, never to a fast-forwarded step", "[pin]") {
@@ -105,7 +105,7 @@ TEST_CASE("pins apply to each repetition from its first call, never to a fast-fo
       if (k == 0) CHECK(floats(rec->pinned("gemm", "y")) == std::vector<float>(4, 2.0f));
     }
     rec.reset();
-    CHECK(read_text(dir / "isolate/pins.rank0.jsonl") ==
+    CHECK(read_text(dir / "isolate/rank0.pins") ==
           "{\"step\":0,\"pinned\":2}\n{\"step\":1,\"pinned\":1}\n");
   }
   SECTION("fast-forward") {

@@ -354,7 +354,7 @@ class Recorder {
   // records are written at the level in force: calls are counted per (scope,
   // op, name) within the step or repetition, and the k-th asking is matched
   // with the pin's record of occurrence k. Each pin returned is counted in
-  // DTRACE_OUT_DIR/pins.rank<r>.jsonl at the step's end, which dtrace checks.
+  // DTRACE_OUT_DIR/rank<r>.pins at the step's end, which dtrace checks.
   virtual std::optional<std::vector<std::byte>> pinned(std::string_view op, std::string_view name) = 0;
 
  protected:

@@ -65,6 +65,40 @@ Result<bool> choose_step(const Options& options, Report& rep) {
 
 }  // namespace
 
+Result<bool> name_kernel(Session& session, const Suspect& layer) {
+  Report& rep = session.report;
+  auto kernel = kernel_pass(session, layer);
+  if (!kernel) {
+    // What was localized before the failure is not lost with it: the layer
+    // stands (its replays ran and were read), only the kernel is not named.
+    return Error{"the layer pass localized step " + n(rep.step) + ", rank " + n(rep.rank) + " to layer " +
+                 layer.scope + " (its inputs match, its outputs differ); then " + kernel.error().message};
+  }
+  if (!*kernel) return false;
+  rep.verdict = Verdict::named;
+  rep.op = (*kernel)->op;
+  rep.scope = (*kernel)->scope;
+  rep.role = "origin";
+  rep.occurrence = (*kernel)->occurrence;
+  rep.evidence.reset();
+  // How many calls of the op the step holds, from A's per-kernel replay of it.
+  auto replayed = load_step(session.round_path("kernel-A"), rep.rank, rep.step);
+  if (!replayed) return replayed.error();
+  rep.calls = 1;
+  if (*replayed) rep.calls = std::max(1, calls_of((*replayed)->step, rep.scope, rep.op));
+  rep.calls = std::max(rep.calls, rep.occurrence + 1);
+  const std::string kernel_call = with_call(rep.scope + " " + rep.op, rep.occurrence, rep.calls);
+  rep.reached = "kernel named: " + kernel_call + " (output " + (*kernel)->name + ")";
+  session.note("kernel", "suspect kernel: " + kernel_call + "; confirming it alone");
+  if (auto r = confirm(session, **kernel); !r) {
+    // The kernel is named; a confirmation that could not run is reported, not
+    // fatal. One the workload did not comply with is trouble, as at any stage.
+    if (session.noncompliant()) return r.error();
+    rep.notes.push_back("confirmation failed: " + r.error().message);
+  }
+  return true;
+}
+
 std::string state_record(const Report& report) {
   return StateRecord{report.state_scope, report.state_op, report.state}.text();
 }
@@ -85,33 +119,10 @@ Result<Report> run(const Options& options, const Progress& progress, const Stage
   if (!layer) return layer.error();
   if (!*layer) return rep;
   session.note("layer", "suspect layer: " + (*layer)->scope + " (inputs match, outputs differ)");
-  auto kernel = kernel_pass(session, **layer);
-  if (!kernel) {
-    // What was localized before the failure is not lost with it: the layer
-    // stands (its replays ran and were read), only the kernel is not named.
-    return Error{"the layer pass localized step " + n(rep.step) + ", rank " + n(rep.rank) + " to layer " +
-                 (*layer)->scope + " (its inputs match, its outputs differ); then " + kernel.error().message};
-  }
-  if (!*kernel) return rep;
-  rep.verdict = Verdict::named;
-  rep.op = (*kernel)->op;
-  rep.scope = (*kernel)->scope;
-  rep.role = "origin";
-  rep.occurrence = (*kernel)->occurrence;
-  // How many calls of the op the step holds, from A's per-kernel replay of it.
-  auto replayed = load_step(session.path("kernel-A"), rep.rank, rep.step);
-  if (!replayed) return replayed.error();
-  if (*replayed) rep.calls = std::max(1, calls_of((*replayed)->step, rep.scope, rep.op));
-  rep.calls = std::max(rep.calls, rep.occurrence + 1);
-  const std::string kernel_call = with_call(rep.scope + " " + rep.op, rep.occurrence, rep.calls);
-  rep.reached = "kernel named: " + kernel_call + " (output " + (*kernel)->name + ")";
-  session.note("kernel", "suspect kernel: " + kernel_call + "; confirming it alone");
-  if (auto r = confirm(session, **kernel); !r) {
-    // The kernel is named; a confirmation that could not run is reported, not
-    // fatal. One the workload did not comply with is trouble, as at any stage.
-    if (session.noncompliant()) return r.error();
-    rep.notes.push_back("confirmation failed: " + r.error().message);
-  }
+  auto named = name_kernel(session, **layer);
+  if (!named) return named.error();
+  if (!*named) return rep;
+  if (auto r = search_culprits(session); !r) return r.error();
   return rep;
 }
 

@@ -34,6 +34,10 @@ struct Options {
   // --launches: one launch per replay, even for a workload that serves replay
   // sessions (dtrace-replay/1.2, man/dtrace-fp.5 "Replay sessions").
   bool launches = false;
+  // The culprit search (man/dtrace.1, "Every culprit"): after naming an op,
+  // pin it and look again, up to max_culprits ops; `first` stops at the first.
+  bool first = false;
+  int max_culprits = 5;
 };
 
 // diverged_earlier: the runs' own records differ before the bisected step and
@@ -181,6 +185,25 @@ struct Outcomes {
   int budget = 0;           // attempts allowed
 };
 
+// One op named at the bisected step (man/dtrace.1, "Every culprit"): the
+// first as the report's own fields say it, each later one found with every
+// op named before it pinned (dtrace-replay/1.3, man/dtrace-fp.5 "Pinned ops").
+struct Culprit {
+  std::string op, scope, role;
+  std::int32_t rank = 0;  // the rank whose replays named it
+  int occurrence = 0;
+  int calls = 1;
+  Basis basis = Basis::confirmed;
+  std::string layer;
+  std::optional<Evidence> evidence;
+  std::string reached;   // "kernel named: ..."
+  // The replays that found it: indices [first_replay, end_replay) into Report::replays.
+  int first_replay = 0, end_replay = 0;
+  // The ops pinned while it was searched for (the culprits before it), "scope op".
+  std::vector<std::string> pinned;
+  std::vector<std::string> notes;  // what its round noted (a confirmation that failed, ...)
+};
+
 struct Report {
   Verdict verdict = Verdict::not_reproduced;
   // The runs are identical (not-reproduced without a replay): there was no
@@ -217,6 +240,16 @@ struct Report {
   std::string replay_mode = "launches";
   std::string replay_mode_why;
   std::vector<std::string> notes;
+  // Every culprit, in the order found; the first is the one the fields above
+  // name (verdict named). Empty for any other verdict.
+  std::vector<Culprit> culprits;
+  // What ended the culprit search, in words ("with these 2 ops pinned, the
+  // replays of step 7 agree over 3 attempts"); empty when none ran.
+  std::string search_end;
+  // Why it ended: "agree" (nothing else differs), "first" (--first),
+  // "max-culprits", "no-pins" (a workload that does not announce 1.3),
+  // "not-localized" (a later round found a difference it could not name).
+  std::string search_stop;
 };
 
 // Called before (done = false) and after (done = true) each replay.

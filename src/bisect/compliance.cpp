@@ -35,6 +35,7 @@ struct Asked {
   std::string scope;                 // DTRACE_SCOPE
   std::string out;                   // DTRACE_OUT
   std::optional<std::string> capture, inputs, isolate;
+  std::optional<std::string> pin;    // DTRACE_PIN
   std::string isolate_scope, isolate_op;
   int occurrence = 0;  // DTRACE_OCCURRENCE
   int repeat = 1;      // DTRACE_REPEAT
@@ -50,6 +51,7 @@ Asked asked_from(const Variables& variables) {
     if (key == "DTRACE_CAPTURE") a.capture = value;
     if (key == "DTRACE_INPUTS") a.inputs = value;
     if (key == "DTRACE_ISOLATE") a.isolate = value;
+    if (key == "DTRACE_PIN") a.pin = value;
     if (key == "DTRACE_OCCURRENCE") a.occurrence = std::stoi(value);
     if (key == "DTRACE_REPEAT") a.repeat = std::stoi(value);
   }
@@ -323,6 +325,13 @@ Result<void> check_compliance(const std::string& who, const Side& side, std::int
   if (!asked.level.empty() && seen->level != asked.level) {
     return Error{who + ": the workload ignored DTRACE_LEVEL=" + asked.level + ": its log says level \"" +
                  seen->level + "\""};
+  }
+  // A pin not taken is refused like any request ignored (man/dtrace-fp.5,
+  // "Pinned ops"): what follows would be downstream of the op still varying.
+  if (asked.pin) {
+    for (const auto& [seen_rank, steps] : seen->steps) {
+      if (auto r = check_pins_taken(who, asked.out, *asked.pin, seen_rank, asked.isolate.has_value()); !r) return r;
+    }
   }
   if (asked.isolate) return check_isolation(who, asked, *seen, rank, target);
   if (asked.step) {

@@ -112,16 +112,16 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
   for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
     const std::string x(1, slot);
     Variables variables = isolation_variables(n(rep.step), kernel.scope, kernel.scope + "::" + kernel.op,
-                                              kernel.occurrence, s.path("capture-A"), k,
-                                              s.path("confirm-out-" + x));
-    variables.emplace_back("DTRACE_CAPTURE", s.path("confirm-" + x));
+                                              kernel.occurrence, s.round_path("capture-A"), k,
+                                              s.round_path("confirm-out-" + x));
+    variables.emplace_back("DTRACE_CAPTURE", s.round_path("confirm-" + x));
     if (auto r = s.replay("confirm", *side, variables, Target{kernel.scope, kernel.op, kernel.occurrence}); !r) {
       return r.error();
     }
   }
-  auto reps_a = load_steps(s.path("confirm-out-A"), rep.rank);
+  auto reps_a = load_steps(s.round_path("confirm-out-A"), rep.rank);
   if (!reps_a) return reps_a.error();
-  auto reps_b = load_steps(s.path("confirm-out-B"), rep.rank);
+  auto reps_b = load_steps(s.round_path("confirm-out-B"), rep.rank);
   if (!reps_b) return reps_b.error();
   std::vector<Output> outputs;
   for (auto [side, loaded] : {std::pair{'A', &*reps_a}, std::pair{'B', &*reps_b}}) {
@@ -150,11 +150,11 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
     }
   }
   if (other != nullptr) {
-    auto a = read_capture(s.path(std::string("confirm-") + first->side), rep.rank, *first);
+    auto a = read_capture(s.round_path(std::string("confirm-") + first->side), rep.rank, *first);
     if (!a) return a.error();
-    auto b = read_capture(s.path(std::string("confirm-") + other->side), rep.rank, *other);
+    auto b = read_capture(s.round_path(std::string("confirm-") + other->side), rep.rank, *other);
     if (!b) return b.error();
-    auto inputs = input_magnitude(s.path("capture-A"), rep.rank, rep.step, kernel);
+    auto inputs = input_magnitude(s.round_path("capture-A"), rep.rank, rep.step, kernel);
     if (!inputs) return inputs.error();
     e = compare_outputs(*a, *b, std::string(first->record->dtype), *inputs);
     e.reading = "repetition " + n(first->rep) + " of " + std::string(1, first->side) + " against repetition " +
@@ -166,7 +166,7 @@ Result<void> confirm(Session& s, const Suspect& kernel) {
   }
   for (const Output& o : outputs) e.outputs.push_back({o.side, o.rep, o.record->digest.hex()});
   e.output = kernel.name;
-  read_kernel_list(s.path("confirm-A"), rep.rank, e, rep.notes);
+  read_kernel_list(s.round_path("confirm-A"), rep.rank, e, rep.notes);
   e.repetitions = k;
   e.distinct_outputs = static_cast<int>(distinct.size());
   rep.evidence = e;

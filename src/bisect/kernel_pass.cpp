@@ -45,40 +45,43 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
   // Per-kernel replays of the step inside the layer, capturing its tensors.
   // Files are named by slot: after an earlier divergence (Session::repeat_a)
   // the second slot replays A again.
+  // In a later round of the culprit search, with the ops named before pinned.
   for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
     const std::string x(1, slot);
-    if (auto r = s.replay("capture", *side,
-                          {{"DTRACE_REPLAY_STEP", step},
-                           {"DTRACE_LEVEL", "kernel"},
-                           {"DTRACE_SCOPE", layer.scope},
-                           {"DTRACE_CAPTURE", s.path("capture-" + x)},
-                           {"DTRACE_OUT_DIR", s.path("kernel-" + x)}},
-                          target);
-        !r) {
-      return r.error();
-    }
+    Variables variables{{"DTRACE_REPLAY_STEP", step},
+                        {"DTRACE_LEVEL", "kernel"},
+                        {"DTRACE_SCOPE", layer.scope},
+                        {"DTRACE_CAPTURE", s.round_path("capture-" + x)},
+                        {"DTRACE_OUT_DIR", s.round_path("kernel-" + x)}};
+    if (s.step_pins) variables.emplace_back("DTRACE_PIN", *s.step_pins);
+    if (auto r = s.replay("capture", *side, variables, target); !r) return r.error();
   }
-  // The layer alone from A's captured inputs, K times per side.
+  // The layer alone from A's captured inputs, K times per side; the pinned
+  // calls inside it pinned in each repetition.
+  std::optional<std::string> isolation_pins;
+  if (!s.pins.empty()) {
+    auto written = write_isolation_pins(s.pins, s.round_path("capture-A"), rep.step, target,
+                                        s.round_path("pins-isolate"));
+    if (!written) return written.error();
+    if (*written > 0) isolation_pins = s.round_path("pins-isolate");
+  }
   for (auto [side, slot] : {std::pair{&std::as_const(s.a), 'A'}, std::pair{&s.second(), 'B'}}) {
     const std::string x(1, slot);
-    if (auto r = s.replay("kernel", *side,
-                          isolation_variables(step, layer.scope, layer.scope, layer.occurrence,
-                                              s.path("capture-A"), k, s.path("isolate-" + x)),
-                          target);
-        !r) {
-      return r.error();
-    }
+    Variables variables = isolation_variables(step, layer.scope, layer.scope, layer.occurrence,
+                                              s.round_path("capture-A"), k, s.round_path("isolate-" + x));
+    if (isolation_pins) variables.emplace_back("DTRACE_PIN", *isolation_pins);
+    if (auto r = s.replay("kernel", *side, variables, target); !r) return r.error();
   }
-  auto reps_a = load_steps(s.path("isolate-A"), rep.rank);
+  auto reps_a = load_steps(s.round_path("isolate-A"), rep.rank);
   if (!reps_a) return reps_a.error();
-  auto reps_b = load_steps(s.path("isolate-B"), rep.rank);
+  auto reps_b = load_steps(s.round_path("isolate-B"), rep.rank);
   if (!reps_b) return reps_b.error();
   std::vector<const log::Step*> reps;
   for (const auto& st : reps_a->steps) reps.push_back(&st);
   for (const auto& st : reps_b->steps) reps.push_back(&st);
   if (reps_a->steps.empty()) {
     return Error{"isolating " + layer.scope + " wrote no repetition for rank " + n(rep.rank) + " to " +
-                 s.path("isolate-A")};
+                 s.round_path("isolate-A")};
   }
   if (auto suspect = first_origin(reps)) {
     rep.basis = Basis::layer_repetitions;
@@ -87,7 +90,7 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
 
   // Alone, from identical inputs, the layer repeated itself. The per-kernel
   // replays of the whole step may still show which op differs.
-  auto d = s.diff_replays(s.path("kernel-A"), s.path("kernel-B"));
+  auto d = s.diff_replays(s.round_path("kernel-A"), s.round_path("kernel-B"));
   if (!d) return Error{"reading the kernel-level replays: " + d.error().message};
   for (const auto& m : d->ranks) {
     if (m.rank == rep.rank && m.role == diff::Role::origin && m.scope.rfind(layer.scope, 0) == 0) {

@@ -14,13 +14,14 @@ std::string joined(const std::vector<std::string>& argv) {
   return s;
 }
 
-// dtrace-replay/1.2 and every later 1.x: the workload serves replay sessions.
-bool serves_sessions(const std::string& protocol) {
+// The minor version of a dtrace-replay/1.x protocol (0 for 1.0, "dtrace-replay/1" or
+// anything else): each adds to the ones before it (man/dtrace-fp.5).
+int minor_version(const std::string& protocol) {
   constexpr std::string_view prefix = "dtrace-replay/1.";
-  if (!protocol.starts_with(prefix)) return false;
+  if (!protocol.starts_with(prefix)) return 0;
   const std::string minor = protocol.substr(prefix.size());
-  if (minor.empty() || minor.size() > 6 || minor.find_first_not_of("0123456789") != std::string::npos) return false;
-  return std::stoi(minor) >= 2;
+  if (minor.empty() || minor.size() > 6 || minor.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoi(minor);
 }
 
 Result<Side> plan_side(const Options& options, char name, const std::string& run, std::int32_t rank,
@@ -44,7 +45,9 @@ Result<Side> plan_side(const Options& options, char name, const std::string& run
   side.world_size = header.world_size;
   const nlohmann::json& replay = header.replay;
   if (replay.is_object()) side.protocol = replay.value("protocol", std::string());
-  side.serves_sessions = serves_sessions(side.protocol);
+  // 1.2: the workload serves replay sessions; 1.3: it honours pins.
+  side.serves_sessions = minor_version(side.protocol) >= 2;
+  side.honours_pins = minor_version(side.protocol) >= 3;
   if (options.replay) {
     side.argv = *options.replay;
     return side;
@@ -57,7 +60,7 @@ Result<Side> plan_side(const Options& options, char name, const std::string& run
   if (const std::string protocol = replay.value("protocol", std::string());
       protocol != "dtrace-replay/1" && !protocol.starts_with("dtrace-replay/1.")) {
     return Error{who + " declares replay protocol \"" + protocol +
-                 "\"; this dtrace speaks dtrace-replay/1 (and its minor versions: 1.1, 1.2)"};
+                 "\"; this dtrace speaks dtrace-replay/1 (and its minor versions: 1.1, 1.2, 1.3)"};
   }
   const nlohmann::json& argv = replay["argv"];
   if (!argv.is_array() || argv.empty()) return Error{who + ": header field replay.argv must be a non-empty array"};

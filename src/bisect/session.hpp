@@ -37,6 +37,8 @@ struct Side {
   // Its header's replay protocol is dtrace-replay/1.2 or a later 1.x: its
   // workload serves replay sessions (man/dtrace-fp.5).
   bool serves_sessions = false;
+  // dtrace-replay/1.3 or a later 1.x: it honours pins (DTRACE_PIN).
+  bool honours_pins = false;
   std::string protocol;  // as its header says it
   int world_size = 1;    // the ranks that answer each of a session's requests
   // The bisected step as this run recorded it (the restore check's reference);
@@ -59,6 +61,16 @@ class Session {
 
   Result<void> open_workdir();
   std::string path(const std::string& name) const { return workdir_ + "/" + name; }
+  // A stage's file in the culprit search's current round: round 0's as
+  // path() names it, round k's with "r<k>-" before it (culprits.cpp).
+  std::string round_path(const std::string& name) const {
+    return round == 0 ? path(name) : path("r" + std::to_string(round) + "-" + name);
+  }
+  // The round of the culprit search (0: the first culprit's), and the pin
+  // capture its step replays carry (DTRACE_PIN; none in round 0).
+  int round = 0;
+  std::optional<std::string> step_pins;
+  std::vector<struct Pin> pins;  // the ops pinned in this round (the culprits before it)
 
   // Runs side's command with `variables` added; trouble (it could not start,
   // crashed, exited nonzero, timed out) is an Error with the tail of its stderr,
@@ -152,6 +164,37 @@ struct Suspect {
 Result<std::optional<Suspect>> layer_pass(Session& session);
 Result<std::optional<Suspect>> kernel_pass(Session& session, const Suspect& layer);
 Result<void> confirm(Session& session, const Suspect& kernel);
+// Names the op found (kernel pass and confirm) from `layer` on: the report's
+// op, scope, calls and evidence, as the first culprit or a later one.
+Result<bool> name_kernel(Session& session, const Suspect& layer);
+// The culprit search after the first (culprits.cpp, man/dtrace.1 "Every
+// culprit"): pins every op named so far and replays the step again, until the
+// replays agree or a limit; fills report.culprits and report.search_end.
+Result<void> search_culprits(Session& session);
+
+// Pinned ops (pins.cpp, dtrace-replay/1.3, man/dtrace-fp.5 "Pinned ops").
+// An op pinned: its identity and the capture of the round that named it,
+// whose out records of the op are its fixed result.
+struct Pin {
+  std::string scope, op;
+  std::string capture;
+};
+// Writes the pin capture `dir` for step replays of `step`: every out record
+// of every pinned op in its capture's step, each rank's, with its bytes.
+// Returns how many records it holds.
+Result<int> write_step_pins(const std::vector<Pin>& pins, std::int64_t step, const std::string& dir);
+// Writes the pin capture `dir` for isolating `layer` (its call target.occurrence)
+// from `capture` (a round's kernel-level capture of the layer, pins applied):
+// the pinned ops' out records inside that call, counted as the repetitions
+// count them. Returns how many records it holds (0: `dir` not written, the
+// isolation needs no pins).
+Result<int> write_isolation_pins(const std::vector<Pin>& pins, const std::string& capture, std::int64_t step,
+                                 const Target& layer, const std::string& dir);
+// The pin acknowledgements (rank<r>.pins) in a replay's `out` against
+// the pin capture `pins` asked for: every step or repetition of each rank took
+// every pin of that rank. An Error, starting with `who`, otherwise.
+Result<void> check_pins_taken(const std::string& who, const std::string& out, const std::string& pins,
+                              std::int32_t rank, bool repetitions);
 
 // Compliance (compliance.cpp): the replay `variables` asked of `side` for
 // `rank` gave what they asked -- under DTRACE_ISOLATE, repetitions 0..K-1,

@@ -26,6 +26,8 @@ void add_bisect(CLI::App& app, int& exit_status) {
     double timeout = 600;
     bool trust = false;
     bool launches = false;
+    bool first = false;
+    int max_culprits = 5;
     std::string replay;
     std::string keep;
     bool json = false;
@@ -57,6 +59,11 @@ void add_bisect(CLI::App& app, int& exit_status) {
   cmd->add_option("--replay", args->replay, "the command to replay both runs with, instead of the logs'");
   cmd->add_flag("--launches", args->launches,
                 "launch the workload for each replay, even where it serves replay sessions (one launch per side)");
+  cmd->add_flag("--first", args->first,
+                "stop at the first culprit (default: pin it and replay the step again for the next, man dtrace, "
+                "EVERY CULPRIT)");
+  cmd->add_option("--max-culprits", args->max_culprits, "name at most this many culprits at the step (default 5)")
+      ->check(CLI::Range(1, 100));
   cmd->add_option("--keep", args->keep, "keep replay outputs and captures in this new directory");
   cmd->add_flag("--json", args->json, "print one JSON document on stdout (its schema: man dtrace, JSON OUTPUT)");
   cmd->add_option("--html", args->html,
@@ -87,6 +94,8 @@ void add_bisect(CLI::App& app, int& exit_status) {
     options.timeout_s = args->timeout;
     options.trust = args->trust;
     options.launches = args->launches;
+    options.first = args->first;
+    options.max_culprits = args->max_culprits;
     if (!args->replay.empty()) {
       auto words = replay::split_words(args->replay);
       if (!words) throw Failure("--replay: " + words.error().message);

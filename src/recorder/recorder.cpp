@@ -217,7 +217,7 @@ class RankRecorder final : public Recorder {
       for (const CapturedRecord& r : pins_->records()) {
         if (r.io == "out") pinned_ids_.emplace(r.scope, r.op, r.name);
       }
-      if (request.out_dir) pins_file_ = (fs::path(*request.out_dir) / ("pins." + rank_name + ".jsonl")).string();
+      if (request.out_dir) pins_file_ = (fs::path(*request.out_dir) / (rank_name + ".pins")).string();
     }
   }
 
@@ -556,7 +556,7 @@ class RankRecorder final : public Recorder {
   std::set<PinId, std::less<>> pinned_ids_;
   std::map<PinId, int, std::less<>> pin_calls_;
   std::int64_t pins_applied_ = 0;
-  std::string pins_file_;  // DTRACE_OUT_DIR/pins.rank<r>.jsonl; empty without DTRACE_OUT_DIR
+  std::string pins_file_;  // DTRACE_OUT_DIR/rank<r>.pins; empty without DTRACE_OUT_DIR
 };
 
 }  // namespace

@@ -47,18 +47,60 @@ nlohmann::json evidence_json(const bisect::Evidence& e) {
 }
 
 // What a named kernel rests on, in words (man/dtrace.1, bisect).
-std::string basis_text(const bisect::Report& r) {
-  const std::string alone = r.evidence ? " (alone, from one input, it gave one output)" : " (not confirmed alone)";
-  switch (r.basis) {
+std::string basis_text(bisect::Basis basis, const std::string& layer, std::int64_t step, bool confirmed_run) {
+  const std::string alone = confirmed_run ? " (alone, from one input, it gave one output)" : " (not confirmed alone)";
+  switch (basis) {
     case bisect::Basis::confirmed: return "confirmed alone: its repetitions from one input gave different outputs";
     case bisect::Basis::layer_repetitions:
-      return "the layer's repetitions: re-run alone from one input, " + r.layer +
+      return "the layer's repetitions: re-run alone from one input, " + layer +
              " gave this op's output differing while its inputs matched" + alone;
     case bisect::Basis::step_replays:
-      return "the per-kernel replays of step " + std::to_string(r.step) +
+      return "the per-kernel replays of step " + std::to_string(step) +
              ": the layer re-run alone repeated itself" + alone;
   }
   return "";
+}
+
+std::string basis_text(const bisect::Report& r) { return basis_text(r.basis, r.layer, r.step, r.evidence.has_value()); }
+
+// Since 1.6: every culprit (man/dtrace.1, EVERY CULPRIT).
+nlohmann::json culprit_json(const bisect::Report& r, const bisect::Culprit& c) {
+  return {{"op", c.op},
+          {"scope", c.scope},
+          {"occurrence", c.occurrence},
+          {"calls", c.calls},
+          {"step", r.step},
+          {"rank", c.rank},
+          {"role", c.role},
+          {"basis", bisect::basis_name(c.basis)},
+          {"layer", c.layer.empty() ? nlohmann::json() : nlohmann::json(c.layer)},
+          {"evidence", c.evidence ? evidence_json(*c.evidence) : nlohmann::json()},
+          {"reached", c.reached},
+          {"replays", {c.first_replay, c.end_replay}},
+          {"pinned", c.pinned},
+          {"notes", c.notes}};
+}
+
+// The evidence's two summary lines, as the first culprit's and every later one's.
+void evidence_text(std::ostringstream& o, const bisect::Evidence& e) {
+  o << "  evidence: output " << e.output << " (" << e.dtype << "): " << e.distinct_outputs
+    << " distinct output" << (e.distinct_outputs == 1 ? "" : "s") << " in " << e.repetitions
+    << " repetitions per side\n            " << e.reading << "\n";
+  if (e.distinct_outputs > 1) {
+    char numbers[200];
+    std::snprintf(numbers, sizeof numbers, "%llu of %llu elements differ, max |difference| %.3g, ",
+                  static_cast<unsigned long long>(e.elements_differing),
+                  static_cast<unsigned long long>(e.elements), e.max_abs_difference);
+    o << "  numbers:  " << numbers << "max " << (e.max_ulp ? std::to_string(*e.max_ulp) : "-")
+      << " ulp, NaN " << e.nan_a << " / " << e.nan_b << ", Inf " << e.inf_a << " / " << e.inf_b
+      << " (the two outputs compared)\n";
+  }
+  if (!e.kernels.empty()) {
+    o << "  kernels:  ";
+    for (std::size_t i = 0; i < e.kernels.size(); ++i) o << (i ? ", " : "") << e.kernels[i];
+    o << " (" << (e.kernels_device.empty() ? "" : e.kernels_device + ", ")
+      << (e.kernels_source.empty() ? "the workload's list" : e.kernels_source) << ")\n";
+  }
 }
 
 std::string seconds(double s) {
@@ -97,6 +139,11 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
   } else {
     j["culprit"] = nullptr;
   }
+  nlohmann::json culprits = nlohmann::json::array();
+  for (const auto& c : r.culprits) culprits.push_back(culprit_json(r, c));
+  j["culprits"] = culprits;
+  j["search"] = r.search_stop.empty() ? nlohmann::json()
+                                      : nlohmann::json{{"stop", r.search_stop}, {"end", r.search_end}};
   j["state"] = r.state.empty() ? nlohmann::json() : nlohmann::json(r.state);
   j["state_scope"] = r.state_scope.empty() ? nlohmann::json() : nlohmann::json(r.state_scope);
   if (r.input) {
@@ -255,27 +302,25 @@ std::string bisect_to_text(const bisect::Report& r) {
       << " attempts), " << x.like_a << " reproduced run A's records of the step, " << x.like_b << " run B's, "
       << x.neither << " neither\n";
   }
-  if (r.evidence) {
-    const auto& e = *r.evidence;
-    o << "  evidence: output " << e.output << " (" << e.dtype << "): " << e.distinct_outputs
-      << " distinct output" << (e.distinct_outputs == 1 ? "" : "s") << " in " << e.repetitions
-      << " repetitions per side\n            " << e.reading << "\n";
-    if (e.distinct_outputs > 1) {
-      char numbers[200];
-      std::snprintf(numbers, sizeof numbers, "%llu of %llu elements differ, max |difference| %.3g, ",
-                    static_cast<unsigned long long>(e.elements_differing),
-                    static_cast<unsigned long long>(e.elements), e.max_abs_difference);
-      o << "  numbers:  " << numbers << "max " << (e.max_ulp ? std::to_string(*e.max_ulp) : "-")
-        << " ulp, NaN " << e.nan_a << " / " << e.nan_b << ", Inf " << e.inf_a << " / " << e.inf_b
-        << " (the two outputs compared)\n";
-    }
-    if (!e.kernels.empty()) {
-      o << "  kernels:  ";
-      for (std::size_t i = 0; i < e.kernels.size(); ++i) o << (i ? ", " : "") << e.kernels[i];
-      o << " (" << (e.kernels_device.empty() ? "" : e.kernels_device + ", ")
-        << (e.kernels_source.empty() ? "the workload's list" : e.kernels_source) << ")\n";
+  if (r.evidence) evidence_text(o, *r.evidence);
+  // Every culprit after the first, each found with the ones before it pinned.
+  if (r.culprits.size() > 1) {
+    o << "culprits (" << r.culprits.size() << ", in the order found; each with the ones before it pinned):\n";
+    for (std::size_t i = 0; i < r.culprits.size(); ++i) {
+      const auto& c = r.culprits[i];
+      o << "  " << i + 1 << ". " << with_call(c.scope + " " + c.op, c.occurrence, c.calls) << " (" << c.role
+        << ", rank " << c.rank << ")" << (i == 0 ? ": above\n" : "\n");
+      if (i == 0) continue;
+      if (!c.layer.empty()) o << "  layer:    " << c.layer << "\n";
+      o << "  basis:    " << basis_text(c.basis, c.layer, r.step, c.evidence.has_value()) << "\n";
+      o << "  pinned:   ";
+      for (std::size_t k = 0; k < c.pinned.size(); ++k) o << (k ? ", " : "") << c.pinned[k];
+      o << "\n";
+      if (c.evidence) evidence_text(o, *c.evidence);
+      for (const auto& note : c.notes) o << "  note:     " << note << "\n";
     }
   }
+  if (!r.search_end.empty()) o << "  search:   " << r.search_end << "\n";
   if (!r.replays.empty()) {
     double total = 0;
     for (const auto& p : r.replays) total += p.seconds;
