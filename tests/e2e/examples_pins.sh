@@ -21,13 +21,13 @@ workload=${1:?usage: examples_pins.sh tinytrain|ctrain}
 case $workload in
   tinytrain)
     program=$BUILD_ROOT/examples/tinytrain
-    one=(--nondet) two=(--nondet layer.0,layer.1)
+    one=(--nondet) two=(--nondet "layer.0,layer.1")
     seed() { :; }
     single="fwd/layer.1 matmul z" first="fwd/layer.0 matmul z" second="fwd/layer.1 matmul z"
     both_scope=fwd ;;
   ctrain)
     program=$BUILD_ROOT/examples/ctrain
-    one=(--planted) two=(--planted gemm,wgrad)
+    one=(--planted) two=(--planted "gemm,wgrad")
     seed() { echo --chaos-seed "$1"; }
     single="fwd/layer.1 gemm y" first="fwd/layer.1 gemm y" second="bwd/layer.0 grad_w gw0"
     both_scope="" ;;  # fwd and bwd: the whole step
@@ -110,7 +110,7 @@ holds_pin() {
   local filter="select(.scope==\"$scope\" and .op==\"$op\" and .io==\"out\" and .name==\"$name\") | .hash"
   want=$(jq -r "$filter" "$WORK/$2/capture.rank0.jsonl")
   got=$(jq -r "$filter" "$WORK/$1/rank0.jsonl" | sort -u)
-  [ -n "$want" ] && [ "$got" = "$want" ] || fail "$1: $3 out record hashes '$got', the pin's '$want'"
+  if [ -z "$want" ] || [ "$got" != "$want" ]; then fail "$1: $3 out record hashes '$got', the pin's '$want'"; fi
   k=$(jq -r "$filter" "$WORK/$1/rank0.jsonl" | wc -l)
   [ "$k" = "${4:-1}" ] || fail "$1: $k out records of $3, expected ${4:-1}"
 }
