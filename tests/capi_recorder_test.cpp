@@ -1,11 +1,13 @@
 // The recorder's C API (include/dtrace/recorder.h) as a C caller sees it: a
 // log that the ordinary reader reads back, the replay request as plain values,
-// fast-forward, isolation's captured records, and every kind of bad input
-// answered with a code and a message naming what was wrong, never a crash.
+// fast-forward, isolation's captured records, pinned ops (DTRACE_1.4), and
+// every kind of bad input answered with a code and a message naming what was
+// wrong, never a crash.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -511,5 +513,261 @@ TEST_CASE("C API: every error code has its own sentence") {
     CHECK(text != dtrace_error_string(-1));
     CHECK(std::find(seen.begin(), seen.end(), text) == seen.end());
     seen.push_back(text);
+  }
+}
+
+// ---- Pinned ops (DTRACE_1.4, dtrace-replay/1.3; man/dtrace-fp.5 "Pinned ops"). ----
+
+namespace {
+
+int record_floats(dtrace_recorder* h, const char* op, const char* name, const std::vector<float>& values,
+                  int32_t io = DTRACE_IO_OUT) {
+  const int64_t shape[] = {static_cast<int64_t>(values.size())};
+  return dtrace_recorder_tensor(h, DTRACE_LEVEL_KERNEL, op, io, name, "f32", shape, 1, values.data(),
+                                values.size() * sizeof(float));
+}
+
+// Step 3 captured at kernel level into DIR/pins, as bisect's pin capture is:
+// fwd/layer.1's gemm called twice (its output y all 1s, then all 2s), with an
+// input x that is captured too but is no output, so never pinned.
+void capture_pins(const TempDir& dir) {
+  Handle c(dir / "unused", {"DTRACE_REPLAY_STEP=3", "DTRACE_LEVEL=kernel", "DTRACE_OUT_DIR=" + dir / "captured",
+                            "DTRACE_CAPTURE=" + dir / "pins"});
+  INFO(c.error());
+  REQUIRE(c.code == DTRACE_OK);
+  REQUIRE(dtrace_recorder_begin_step(c.h, 3) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_push_scope(c.h, "fwd") == DTRACE_OK);
+  REQUIRE(dtrace_recorder_push_scope(c.h, "layer.1") == DTRACE_OK);
+  for (const float value : {1.0f, 2.0f}) {
+    REQUIRE(record_floats(c.h, "gemm", "x", std::vector<float>(4, 9.0f), DTRACE_IO_IN) == DTRACE_OK);
+    REQUIRE(record_floats(c.h, "gemm", "y", std::vector<float>(4, value)) == DTRACE_OK);
+  }
+  REQUIRE(dtrace_recorder_end_step(c.h) == DTRACE_OK);
+}
+
+// A replay of step 3 at layer level under DTRACE_PIN=DIR/pins, answering into DIR/OUT.
+std::vector<std::string> pinned_replay(const TempDir& dir, const std::string& out) {
+  return {"DTRACE_REPLAY_STEP=3", "DTRACE_LEVEL=layer", "DTRACE_OUT_DIR=" + dir / out,
+          "DTRACE_PIN=" + dir / "pins"};
+}
+
+// The pinned() question with a buffer of four floats that starts as all 7s,
+// so a call that pins nothing can be seen to leave it alone.
+struct Asked {
+  int code = -1;
+  int32_t pinned = -1;
+  std::vector<float> buffer = std::vector<float>(4, 7.0f);
+};
+Asked ask(dtrace_recorder* h, const char* op, const char* name, size_t capacity = 16) {
+  Asked a;
+  a.code = dtrace_recorder_pinned(h, op, name, a.buffer.data(), capacity, &a.pinned);
+  return a;
+}
+
+const std::vector<float> kUntouched(4, 7.0f);
+
+}  // namespace
+
+TEST_CASE("C API: dtrace_recorder_pinned hands each call its pinned output, in its scope only", "[pin]") {
+  TempDir dir;
+  capture_pins(dir);
+  Handle r(dir / "unused", pinned_replay(dir, "replay"));
+  INFO(r.error());
+  REQUIRE(r.code == DTRACE_OK);
+  int32_t any = -1;
+  REQUIRE(dtrace_recorder_pins(r.h, &any) == DTRACE_OK);
+  CHECK(any == 0);  // no step open: nothing can be pinned
+  Asked early = ask(r.h, "gemm", "y");
+  CHECK(early.code == DTRACE_OK);
+  CHECK(early.pinned == 0);
+  CHECK(early.buffer == kUntouched);
+
+  REQUIRE(dtrace_recorder_begin_step(r.h, 3) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_pins(r.h, &any) == DTRACE_OK);
+  CHECK(any == 1);
+  REQUIRE(dtrace_recorder_push_scope(r.h, "fwd") == DTRACE_OK);
+  // The same op outside its scope is another identity: not pinned, not counted.
+  Asked outside = ask(r.h, "gemm", "y");
+  CHECK(outside.pinned == 0);
+  CHECK(outside.buffer == kUntouched);
+  REQUIRE(dtrace_recorder_push_scope(r.h, "layer.1") == DTRACE_OK);
+  // Asked at layer level, where gemm's own records are not written: calls count all the same.
+  Asked first = ask(r.h, "gemm", "y");
+  CHECK(first.code == DTRACE_OK);
+  CHECK(first.pinned == 1);
+  CHECK(first.buffer == std::vector<float>(4, 1.0f));
+  Asked input = ask(r.h, "gemm", "x");  // captured as an input: never pinned
+  CHECK(input.pinned == 0);
+  CHECK(input.buffer == kUntouched);
+  Asked other = ask(r.h, "bias", "y");
+  CHECK(other.pinned == 0);
+  CHECK(other.buffer == kUntouched);
+  Asked second = ask(r.h, "gemm", "y");
+  CHECK(second.pinned == 1);
+  CHECK(second.buffer == std::vector<float>(4, 2.0f));
+  Asked third = ask(r.h, "gemm", "y");  // the capture holds two calls
+  CHECK(third.code == DTRACE_OK);
+  CHECK(third.pinned == 0);
+  CHECK(third.buffer == kUntouched);
+  REQUIRE(dtrace_recorder_pop_scope(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_pop_scope(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+  r.h = nullptr;
+  // The pins the program took, for bisect's compliance check.
+  CHECK(test_support::file_text(dir / "replay/pins.rank0.jsonl") == "{\"step\":3,\"pinned\":2}\n");
+}
+
+TEST_CASE("C API: without DTRACE_PIN nothing is pinned and the buffer is left alone", "[pin]") {
+  TempDir dir;
+  Handle r(dir / "run", {});
+  REQUIRE(r.code == DTRACE_OK);
+  REQUIRE(dtrace_recorder_begin_step(r.h, 0) == DTRACE_OK);
+  int32_t any = -1;
+  REQUIRE(dtrace_recorder_pins(r.h, &any) == DTRACE_OK);
+  CHECK(any == 0);
+  Asked a = ask(r.h, "gemm", "y");
+  CHECK(a.code == DTRACE_OK);
+  CHECK(a.pinned == 0);
+  CHECK(a.buffer == kUntouched);
+  REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+  r.h = nullptr;
+  CHECK_FALSE(std::filesystem::exists(dir / "run/pins.rank0.jsonl"));
+}
+
+TEST_CASE("C API: a pinned output of another size, and NULL arguments, are refused", "[pin]") {
+  TempDir dir;
+  capture_pins(dir);
+  Handle r(dir / "unused", pinned_replay(dir, "replay"));
+  REQUIRE(r.code == DTRACE_OK);
+  REQUIRE(dtrace_recorder_begin_step(r.h, 3) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_push_scope(r.h, "fwd") == DTRACE_OK);
+  REQUIRE(dtrace_recorder_push_scope(r.h, "layer.1") == DTRACE_OK);
+  SECTION("a capacity of the wrong size names the op, writes nothing") {
+    Asked small = ask(r.h, "gemm", "y", 8);
+    CHECK(small.code == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(small.pinned == 0);
+    CHECK(small.buffer == kUntouched);
+    CHECK(r.error() == "DTRACE_PIN: fwd/layer.1 gemm 'y' is pinned to 16 bytes, but its output here has 8");
+    // A larger buffer is another tensor too, not room to spare.
+    std::vector<float> large(8, 7.0f);
+    int32_t pinned = -1;
+    CHECK(dtrace_recorder_pinned(r.h, "gemm", "y", large.data(), 32, &pinned) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(pinned == 0);
+    CHECK(large == std::vector<float>(8, 7.0f));
+    CHECK_THAT(r.error(), Catch::Contains("but its output here has 32"));
+  }
+  SECTION("NULL arguments") {
+    std::vector<float> buffer(4, 7.0f);
+    int32_t pinned = -1, any = -1;
+    CHECK(dtrace_recorder_pinned(nullptr, "gemm", "y", buffer.data(), 16, &pinned) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_pinned(r.h, nullptr, "y", buffer.data(), 16, &pinned) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("op is NULL"));
+    CHECK(dtrace_recorder_pinned(r.h, "gemm", nullptr, buffer.data(), 16, &pinned) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("name is NULL"));
+    CHECK(dtrace_recorder_pinned(r.h, "gemm", "y", nullptr, 16, &pinned) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("buffer is NULL"));
+    CHECK(dtrace_recorder_pinned(r.h, "gemm", "y", buffer.data(), 16, nullptr) ==
+          DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("output pointer is NULL"));
+    CHECK(pinned == -1);
+    CHECK(buffer == kUntouched);
+    CHECK(dtrace_recorder_pins(nullptr, &any) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_pins(r.h, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    // None of the refused calls counted: the first call is still the first.
+    Asked first = ask(r.h, "gemm", "y");
+    CHECK(first.pinned == 1);
+    CHECK(first.buffer == std::vector<float>(4, 1.0f));
+  }
+  SECTION("a handle whose open failed") {
+    Handle bad(dir / "run", {"DTRACE_LEVEL=fine"});
+    REQUIRE(bad.code == DTRACE_ERROR_ENVIRONMENT);
+    int32_t pinned = -1, any = -1;
+    std::vector<float> buffer(4, 7.0f);
+    CHECK(dtrace_recorder_pinned(bad.h, "gemm", "y", buffer.data(), 16, &pinned) == DTRACE_ERROR_ORDER);
+    CHECK(dtrace_recorder_pins(bad.h, &any) == DTRACE_ERROR_ORDER);
+    CHECK(buffer == kUntouched);
+  }
+  REQUIRE(dtrace_recorder_pop_scope(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_pop_scope(r.h) == DTRACE_OK);
+  REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+}
+
+namespace {
+
+// DTRACE_SESSION and DTRACE_REPLAY_STEP in the process environment, which
+// dtrace_session_open reads, for one test.
+struct SessionVariables {
+  SessionVariables(const std::string& dir, const char* step) {
+    std::filesystem::create_directories(dir);
+    ::setenv("DTRACE_SESSION", dir.c_str(), 1);
+    ::setenv("DTRACE_REPLAY_STEP", step, 1);
+  }
+  ~SessionVariables() {
+    ::unsetenv("DTRACE_SESSION");
+    ::unsetenv("DTRACE_REPLAY_STEP");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("C API: dtrace_recorder_open_pinning announces dtrace-replay/1.3 and serves pins in a session",
+          "[pin]") {
+  TempDir dir;
+  const char* argv[] = {"ctrain"};
+  dtrace_run_options options;
+  dtrace_run_options_init(&options);
+  options.replay_argv = argv;
+  options.replay_argc = 1;
+  SECTION("a run") {
+    const std::string run_dir = dir / "run";
+    options.run_dir = run_dir.c_str();
+    dtrace_recorder* h = nullptr;
+    REQUIRE(dtrace_recorder_open_pinning(&options, nullptr, &h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_close(h) == DTRACE_OK);
+    CHECK_THAT(test_support::first_line(run_dir + "/rank0.jsonl"),
+               Catch::Contains("\"protocol\":\"dtrace-replay/1.3\""));
+    CHECK(dtrace_recorder_open_pinning(&options, nullptr, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+  }
+  SECTION("a session's request under DTRACE_PIN") {
+    capture_pins(dir);
+    const std::string session_dir = dir / "session";
+    SessionVariables variables(session_dir, "3");
+    nlohmann::json request = {{"request", 0},
+                              {"env",
+                               {{"DTRACE_REPLAY_STEP", "3"},
+                                {"DTRACE_LEVEL", "layer"},
+                                {"DTRACE_OUT_DIR", dir / "answer"},
+                                {"DTRACE_PIN", dir / "pins"}}}};
+    dtrace::test::write_text(session_dir + "/request.0.json.tmp", request.dump());
+    std::filesystem::rename(session_dir + "/request.0.json.tmp", session_dir + "/request.0.json");
+    const int32_t ranks[] = {0};
+    dtrace_session* session = nullptr;
+    REQUIRE(dtrace_session_open(ranks, 1, &session) == DTRACE_OK);
+    REQUIRE(session != nullptr);
+    int32_t more = -1;
+    REQUIRE(dtrace_session_next(session, 5000, &more) == DTRACE_OK);
+    REQUIRE(more == 1);
+    dtrace_recorder* h = nullptr;
+    REQUIRE(dtrace_recorder_open_pinning(&options, session, &h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_begin_step(h, 3) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_push_scope(h, "fwd") == DTRACE_OK);
+    REQUIRE(dtrace_recorder_push_scope(h, "layer.1") == DTRACE_OK);
+    Asked first = ask(h, "gemm", "y");
+    CHECK(first.pinned == 1);
+    CHECK(first.buffer == std::vector<float>(4, 1.0f));
+    REQUIRE(dtrace_recorder_pop_scope(h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_pop_scope(h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_end_step(h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_close(h) == DTRACE_OK);
+    REQUIRE(dtrace_session_done(session) == DTRACE_OK);
+    REQUIRE(dtrace_session_close(session) == DTRACE_OK);
+    CHECK_THAT(test_support::first_line(dir / "answer/rank0.jsonl"),
+               Catch::Contains("\"protocol\":\"dtrace-replay/1.3\""));
+    CHECK(test_support::file_text(dir / "answer/pins.rank0.jsonl") == "{\"step\":3,\"pinned\":1}\n");
   }
 }

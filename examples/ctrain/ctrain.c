@@ -14,8 +14,12 @@
  * --planted reorders the reduction of fwd/layer.1's gemm: each output sums its
  * terms in an order drawn from a chaos generator keyed by (--chaos-seed, step,
  * repetition), as atomics would; two runs with different seeds diverge there,
- * and `dtrace bisect --trust` names that op and scope. DTRACE_DETERMINISTIC=0
- * turns it on too, =1 off.
+ * and `dtrace bisect --trust` names that op and scope. --planted LIST plants
+ * the causes a comma-separated list names: gemm (that one) and wgrad, which
+ * reorders the batch reduction of bwd/layer.0's grad_w (the weight gradient,
+ * as a split-K wgrad GEMM would), so bisect has two causes to find, the second
+ * once the first is pinned. DTRACE_DETERMINISTIC=1 turns them off, =0 on (the
+ * gemm when the command line plants nothing).
  *
  * It serves replay sessions (dtrace-replay/1.2, dtrace-fp(5) "Replay
  * sessions"; dtrace-recorder(3), "Replay sessions"): under DTRACE_SESSION one process
@@ -23,9 +27,14 @@
  * variables would, the parameters at the start of the replayed step kept in
  * memory after the first step replay restored them.
  *
+ * It honours pins (dtrace-replay/1.3, dtrace-fp(5) "Pinned ops"): every kernel
+ * asks, for each of its outputs, whether DTRACE_PIN pins it, and takes the
+ * pinned bytes in its place (run_kernel), so that bisect can set a named
+ * nondeterministic op aside and look for the next.
+ *
  * Usage: ctrain --out RUN_DIR [--steps N] [--level step|layer|kernel]
  *               [--checkpoint-dir DIR] [--checkpoint-every K]
- *               [--chaos-seed S] [--planted] [--run-name NAME]
+ *               [--chaos-seed S] [--planted [gemm,wgrad]] [--run-name NAME]
  * Exit 0 done, 2 trouble (a message on stderr). */
 #define _POSIX_C_SOURCE 200809L /* strdup, readlink, PATH_MAX */
 #include <dtrace/recorder.h>
@@ -56,7 +65,9 @@ static float x[BATCH * DIN], target[BATCH * DOUT];
 static float a0[BATCH * HID], h0[BATCH * HID], a1[BATCH * DOUT], y[BATCH * DOUT];
 static float loss[1], dy[BATCH * DOUT], dh0[BATCH * HID], da0[BATCH * HID];
 
-static int planted;          /* reorder fwd/layer.1's gemm reduction */
+/* The planted causes (--planted): a set of these bits. */
+enum { PLANT_GEMM = 1, PLANT_WGRAD = 2 };
+static int planted;          /* which reductions are reordered */
 static uint64_t chaos_seed;  /* pins the reordering: a run and its replays agree */
 static uint64_t chaos;       /* the generator, re-keyed per step and repetition */
 
@@ -101,22 +112,27 @@ static void rekey_chaos(int64_t step, int repetition) {
 
 /* ---- Kernels. -------------------------------------------------------------- */
 
+/* The order in which a reduction adds its n terms: index order, or (planted)
+ * shuffled from the chaos generator. Float addition is not associative. */
+static void draw_order(int* order, int n, int reorder) {
+  for (int k = 0; k < n; ++k) order[k] = k;
+  if (!reorder) return;
+  for (int k = n - 1; k > 0; --k) {
+    const int j = (int)(splitmix64(&chaos) % (uint64_t)(k + 1));
+    const int t = order[k];
+    order[k] = order[j];
+    order[j] = t;
+  }
+}
+
 /* out[r][c] = sum_k in[r][k] * w[k][c], k in index order, or (planted) in an
- * order shuffled per output: float addition is not associative. */
+ * order shuffled per output. */
 static void gemm(const float* in, const float* w, float* out, int rows, int inner, int cols,
                  int reorder) {
   int order[HID > DIN ? HID : DIN];
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
-      for (int k = 0; k < inner; ++k) order[k] = k;
-      if (reorder) {
-        for (int k = inner - 1; k > 0; --k) {
-          const int j = (int)(splitmix64(&chaos) % (uint64_t)(k + 1));
-          const int t = order[k];
-          order[k] = order[j];
-          order[j] = t;
-        }
-      }
+      draw_order(order, inner, reorder);
       float sum = 0.0f;
       for (int k = 0; k < inner; ++k) sum += in[r * inner + order[k]] * w[order[k] * cols + c];
       out[r * cols + c] = sum;
@@ -128,7 +144,7 @@ static void k_gemm0(void) { gemm(x, params.w0, a0, BATCH, DIN, HID, 0); }
 static void k_bias_tanh(void) {
   for (int i = 0; i < BATCH * HID; ++i) h0[i] = tanhf(a0[i] + params.b0[i % HID]);
 }
-static void k_gemm1(void) { gemm(h0, params.w1, a1, BATCH, HID, DOUT, planted); }
+static void k_gemm1(void) { gemm(h0, params.w1, a1, BATCH, HID, DOUT, planted & PLANT_GEMM); }
 static void k_bias(void) {
   for (int i = 0; i < BATCH * DOUT; ++i) y[i] = a1[i] + params.b1[i % DOUT];
 }
@@ -141,12 +157,14 @@ static void k_mse(void) {
   }
   loss[0] = sum / (float)(BATCH * DOUT);
 }
-/* g[k][c] = sum_r in[r][k] * d[r][c] */
-static void grad_w(const float* in, const float* d, float* g, int inner, int cols) {
+/* g[k][c] = sum_r in[r][k] * d[r][c], r in index order or (planted) shuffled per output. */
+static void grad_w(const float* in, const float* d, float* g, int inner, int cols, int reorder) {
+  int order[BATCH];
   for (int k = 0; k < inner; ++k)
     for (int c = 0; c < cols; ++c) {
+      draw_order(order, BATCH, reorder);
       float sum = 0.0f;
-      for (int r = 0; r < BATCH; ++r) sum += in[r * inner + k] * d[r * cols + c];
+      for (int r = 0; r < BATCH; ++r) sum += in[order[r] * inner + k] * d[order[r] * cols + c];
       g[k * cols + c] = sum;
     }
 }
@@ -157,7 +175,7 @@ static void sum_rows(const float* d, float* g, int cols) {
     g[c] = sum;
   }
 }
-static void k_grad_w1(void) { grad_w(h0, dy, grads.w1, HID, DOUT); }
+static void k_grad_w1(void) { grad_w(h0, dy, grads.w1, HID, DOUT, 0); }
 static void k_grad_b1(void) { sum_rows(dy, grads.b1, DOUT); }
 static void k_grad_h0(void) {
   for (int r = 0; r < BATCH; ++r)
@@ -170,7 +188,7 @@ static void k_grad_h0(void) {
 static void k_tanh_grad(void) {
   for (int i = 0; i < BATCH * HID; ++i) da0[i] = dh0[i] * (1.0f - h0[i] * h0[i]);
 }
-static void k_grad_w0(void) { grad_w(x, da0, grads.w0, DIN, HID); }
+static void k_grad_w0(void) { grad_w(x, da0, grads.w0, DIN, HID, planted & PLANT_WGRAD); }
 static void k_grad_b0(void) { sum_rows(da0, grads.b0, HID); }
 static void sgd(float* p, const float* g, int n) {
   for (int i = 0; i < n; ++i) p[i] -= LEARNING_RATE * g[i];
@@ -274,9 +292,27 @@ static void pop_layer(const Layer* layer) {
   if (layer->group != NULL) check(dtrace_recorder_pop_scope(rec), "pop_scope");
 }
 
+/* Pinned ops (DTRACE_PIN): each output of the kernel just run becomes the
+ * pinned bytes when the recorder holds some for this call, before its out
+ * record and before anything downstream reads it. Asked once per output of
+ * every call, whatever the level (the recorder counts the calls to match them
+ * with the pins' occurrences); dtrace_recorder_pins is 0 outside a replayed
+ * step or repetition, where nothing can be pinned. A pin of another size than
+ * the output stops the program with the library's message naming it. */
+static void take_pins(const Kernel* k) {
+  int32_t any = 0;
+  check(dtrace_recorder_pins(rec, &any), "dtrace_recorder_pins");
+  if (!any) return;
+  for (const Tensor* t = k->outs; t < k->outs + MAX_ARGS && t->name != NULL; ++t) {
+    int32_t pinned = 0;
+    check(dtrace_recorder_pinned(rec, k->op, t->name, t->data, tensor_bytes(t), &pinned), t->name);
+  }
+}
+
 static void run_kernel(const Kernel* k) {
   record(DTRACE_LEVEL_KERNEL, k->op, DTRACE_IO_IN, k->ins);
   k->run();
+  take_pins(k);
   record(DTRACE_LEVEL_KERNEL, k->op, DTRACE_IO_OUT, k->outs);
 }
 
@@ -462,6 +498,30 @@ typedef struct {
   int have_seed;
 } Options;
 
+/* --planted's list: gemm, wgrad, comma-separated. */
+static int parse_planted(const char* list) {
+  int plants = 0;
+  const char* p = list;
+  for (;;) {
+    const size_t n = strcspn(p, ",");
+    if (n == 4 && strncmp(p, "gemm", 4) == 0) plants |= PLANT_GEMM;
+    else if (n == 5 && strncmp(p, "wgrad", 5) == 0) plants |= PLANT_WGRAD;
+    else die("--planted %s: '%.*s' is not gemm or wgrad", list, (int)n, p);
+    if (p[n] == '\0') return plants;
+    p += n + 1;
+  }
+}
+
+/* The --planted list of these bits, as the header's config and replay command spell it. */
+static const char* planted_names(int plants) {
+  switch (plants) {
+    case PLANT_GEMM: return "gemm";
+    case PLANT_WGRAD: return "wgrad";
+    case PLANT_GEMM | PLANT_WGRAD: return "gemm,wgrad";
+    default: return "none";
+  }
+}
+
 static int64_t number(const char* flag, const char* text) {
   char* end = NULL;
   errno = 0;
@@ -475,7 +535,11 @@ static Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--planted") == 0) { planted = 1; continue; }
+    if (strcmp(a, "--planted") == 0) { /* alone: the gemm; followed by a list: those */
+      if (v != NULL && v[0] != '-') { planted = parse_planted(v); ++i; }
+      else planted = PLANT_GEMM;
+      continue;
+    }
     if (v == NULL) die("%s needs a value (see the comment at the top of ctrain.c)", a);
     ++i;
     if (strcmp(a, "--out") == 0) o.out = v;
@@ -512,13 +576,16 @@ static char* absolute(const char* path) {
 static Params kept; /* a session's parameters at the start of its step */
 
 static void serve(const dtrace_run_options* options, const Options* o, const char* run_checkpoint_dir) {
-  check(dtrace_recorder_open_session(options, session, &rec), "dtrace_recorder_open_session");
+  /* dtrace_recorder_open_pinning: as dtrace_recorder_open_session, and the
+   * header says dtrace-replay/1.3, which promises take_pins' answers. */
+  check(dtrace_recorder_open_pinning(options, session, &rec), "dtrace_recorder_open_pinning");
   char* checkpoint_dir = strdup(run_checkpoint_dir);
   if (checkpoint_dir == NULL) die("out of memory");
 
   int32_t deterministic = -1;
   check(dtrace_recorder_deterministic(rec, &deterministic), "deterministic");
-  if (deterministic >= 0) planted = !deterministic;
+  if (deterministic == 1) planted = 0;
+  if (deterministic == 0 && planted == 0) planted = PLANT_GEMM;
 
   initial_params();
   const char* isolate_scope = NULL;
@@ -605,12 +672,12 @@ int main(int argc, char** argv) {
   const char* level_names[] = {"step", "layer", "kernel"};
   const char* replay[] = {program, "--out", out, "--steps", steps, "--checkpoint-dir",
                           checkpoint_dir, "--checkpoint-every", every, "--chaos-seed", seed,
-                          "--level", level_names[o.level], planted ? "--planted" : NULL};
+                          "--level", level_names[o.level], "--planted", planted_names(planted)};
   char config[256];
   snprintf(config, sizeof config,
            "{\"model\":\"mlp-%d-%d-%d\",\"batch\":%d,\"lr\":0.05,\"steps\":%" PRId64
-           ",\"planted\":%s,\"chaos_seed\":%" PRIu64 "}",
-           DIN, HID, DOUT, BATCH, o.steps, planted ? "true" : "false", chaos_seed);
+           ",\"planted\":\"%s\",\"chaos_seed\":%" PRIu64 "}",
+           DIN, HID, DOUT, BATCH, o.steps, planted_names(planted), chaos_seed);
 
   dtrace_run_options options;
   dtrace_run_options_init(&options);
@@ -619,7 +686,7 @@ int main(int argc, char** argv) {
   options.level = o.level;
   options.config_json = config;
   options.replay_argv = replay;
-  options.replay_argc = planted ? 14 : 13;
+  options.replay_argc = planted ? 15 : 13;
 
   /* A replay session: every request served as a launch with its variables
    * would, then done; the end request ends the process. */

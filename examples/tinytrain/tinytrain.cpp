@@ -10,13 +10,21 @@
 // -> loss = mean((y - target)^2), plain backward, SGD with momentum. With
 // --nondet, the matmul of layer.1 adds its 32 products in an order drawn anew
 // in every process: the kind of nondeterminism (atomics, split-K) that dtrace
-// is for.
+// is for. --nondet LIST plants it in the matmuls the comma-separated list
+// names, layer.0 and/or layer.1 (fwd/layer.0 matmul, fwd/layer.1 matmul):
+// two causes, the first feeding the second, for bisect to find one after the
+// other (dtrace-fp(5), "Pinned ops").
 //
 // It serves replay sessions (dtrace-replay/1.2, dtrace-fp(5) "Replay
 // sessions"): under DTRACE_SESSION one process answers all of a bisect side's
 // replays, keeping the model as it was at the start of the replayed step.
 // --startup-delay SECONDS stands in for a real job's start-up (a large
 // checkpoint read, process-group set-up), which sessions pay once.
+//
+// It honours pins (dtrace-replay/1.3, dtrace-fp(5) "Pinned ops"): every op
+// asks the recorder whether each of its outputs is pinned (DTRACE_PIN) right
+// after computing it, and takes the pinned bytes in its place, so bisect can
+// set a named nondeterministic op aside and look for the next.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -89,6 +97,7 @@ class Trace {
     if (!isolating() || request_.isolate_op().empty()) {
       record(dtrace::Level::kernel, name, dtrace::RecordIo::in, ins);
       body();
+      pin(name, outs);
       record(dtrace::Level::kernel, name, dtrace::RecordIo::out, outs);
     } else if (path_ == request_.isolate_scope() && request_.isolate_op() == name) {
       repeat(dtrace::Level::kernel, name, ins, outs, body);
@@ -97,6 +106,24 @@ class Trace {
   void record(dtrace::Level level, const char* op, dtrace::RecordIo io, const Args& args) {
     if (!recording || !rec_->wants(level)) return;
     for (const auto& [name, t] : args) rec_->tensor(level, op, io, name, t->view());
+  }
+  // Pinned ops (DTRACE_PIN): each output of an op that was just computed is
+  // replaced by its pinned bytes when the recorder has any for this call,
+  // before the op's out record and before anything downstream reads it.
+  // Asked once per output of every call, at every level: the recorder counts
+  // the calls to match them with the pins' occurrences. pins() is false
+  // outside a replayed step or repetition, where nothing can be pinned.
+  void pin(const char* op, const Args& outs) {
+    if (!rec_->pins()) return;
+    for (const auto& [name, t] : outs) {
+      const auto bytes = rec_->pinned(op, name);
+      if (!bytes) continue;
+      if (bytes->size() != t->v.size() * sizeof(float))
+        throw dtrace::RecorderError("DTRACE_PIN holds " + std::to_string(bytes->size()) + " bytes for " +
+                                    path_ + "::" + op + " output " + name + ", this model's is " +
+                                    std::to_string(t->v.size() * sizeof(float)));
+      std::memcpy(t->v.data(), bytes->data(), bytes->size());
+    }
   }
   int isolated_runs = 0;
 
@@ -128,7 +155,8 @@ class Trace {
       }
       rec_->begin_repetition(k);
       record(level, op, dtrace::RecordIo::in, ins);
-      body();
+      body();  // an isolated layer's ops pin their own outputs (op() above)
+      if (level == dtrace::Level::kernel) pin(op, outs);
       record(level, op, dtrace::RecordIo::out, outs);
       ++isolated_runs;
     }
@@ -163,16 +191,44 @@ struct Model {
   }
 };
 
+// Which matmuls --nondet plants: fwd/layer.0's, fwd/layer.1's.
+struct Nondet {
+  bool layer0 = false, layer1 = false;
+  bool any() const { return layer0 || layer1; }
+  std::string names() const {
+    if (!any()) return "none";
+    return std::string(layer0 ? "layer.0" : "") + (layer0 && layer1 ? "," : "") + (layer1 ? "layer.1" : "");
+  }
+};
+
+// --nondet's list: layer.0, layer.1, comma-separated.
+Nondet parse_nondet(const std::string& list) {
+  Nondet n;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name == "layer.0")
+      n.layer0 = true;
+    else if (name == "layer.1")
+      n.layer1 = true;
+    else
+      throw dtrace::RecorderError("--nondet " + list + ": '" + name + "' is not layer.0 or layer.1");
+    if (comma == std::string::npos) return n;
+    start = comma + 1;
+  }
+}
+
 struct Options {
   int steps = 6, checkpoint_every = 0;
   double startup_delay = 0;
-  bool nondet = false;
+  Nondet nondet;
   std::string out, checkpoint_dir = "checkpoints", level = "step";
 };
 
 // One optimizer step. Every tensor is a named argument of the layer that reads
 // or writes it; the data is a function of the step number (no data state).
-float train_step(Trace& t, Model& m, std::int64_t step, bool nondet) {
+float train_step(Trace& t, Model& m, std::int64_t step, const Nondet& nondet) {
   Tensor x, target, z0, h, z1, y, dy, dh, dz, g_w0{{kWidth, kWidth}}, g_b0{{kWidth}},
       g_w1{{kWidth, kWidth}}, g_b1{{kWidth}}, loss{{1}};
   for (std::size_t i = 0; i < x.v.size(); ++i) {
@@ -182,14 +238,14 @@ float train_step(Trace& t, Model& m, std::int64_t step, bool nondet) {
 
   t.group("fwd", [&] {
     t.layer("layer.0", {{"x", &x}, {"w", &m.w0}, {"b", &m.b0}}, {{"h", &h}}, [&] {
-      t.op("matmul", {{"x", &x}, {"w", &m.w0}}, {{"z", &z0}}, [&] { matmul(x, m.w0, z0); });
+      t.op("matmul", {{"x", &x}, {"w", &m.w0}}, {{"z", &z0}}, [&] { matmul(x, m.w0, z0, nondet.layer0); });
       t.op("bias_tanh", {{"z", &z0}, {"b", &m.b0}}, {{"h", &h}}, [&] {
         for (std::size_t i = 0; i < h.v.size(); ++i)
           h.v[i] = std::tanh(z0.v[i] + m.b0.v[i % kWidth]);
       });
     });
     t.layer("layer.1", {{"h", &h}, {"w", &m.w1}, {"b", &m.b1}}, {{"y", &y}}, [&] {
-      t.op("matmul", {{"h", &h}, {"w", &m.w1}}, {{"z", &z1}}, [&] { matmul(h, m.w1, z1, nondet); });
+      t.op("matmul", {{"h", &h}, {"w", &m.w1}}, {{"z", &z1}}, [&] { matmul(h, m.w1, z1, nondet.layer1); });
       t.op("bias", {{"z", &z1}, {"b", &m.b1}}, {{"y", &y}}, [&] {
         for (std::size_t i = 0; i < y.v.size(); ++i) y.v[i] = z1.v[i] + m.b1.v[i % kWidth];
       });
@@ -368,9 +424,10 @@ int run(Options o, const std::vector<std::string>& argv) {
   options.run_dir = o.out;
   options.run_name = std::filesystem::path(o.out).filename().string();
   options.level = dtrace::parse_level(o.level).value_or(dtrace::Level::step);
-  options.config_json = std::string("{\"nondet\":") + (o.nondet ? "true" : "false") + "}";
+  options.config_json = "{\"nondet\":\"" + o.nondet.names() + "\"}";
   options.replay_argv = argv;  // this very command: dtrace runs it again to replay
-  options.serves_sessions = true;  // the header says dtrace-replay/1.2
+  options.serves_sessions = true;  // replay sessions (dtrace-replay/1.2)
+  options.honours_pins = true;     // and pins: the header says dtrace-replay/1.3
   // A replay session: every request as a launch with its variables, then done.
   if (auto session = dtrace::ReplaySession::from_environment({options.rank})) {
     std::optional<Model> kept;
@@ -407,8 +464,8 @@ int main(int argc, char** argv) {
         o.checkpoint_every = std::stoi(value());
       else if (flag == "--checkpoint-dir")
         o.checkpoint_dir = std::filesystem::absolute(value()).string();
-      else if (flag == "--nondet")
-        o.nondet = true;
+      else if (flag == "--nondet")  // alone: layer.1's; followed by a list: those
+        o.nondet = i + 1 < argc && argv[i + 1][0] != '-' ? parse_nondet(value()) : parse_nondet("layer.1");
       else if (flag == "--startup-delay")
         o.startup_delay = std::stod(value());
       else

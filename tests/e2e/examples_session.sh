@@ -18,8 +18,9 @@ check_program() {
   mkdir "$name" && cd "$name" || fail "mkdir $name"
   "$@" --out "$PWD/run" --steps 6 --checkpoint-every 2 --checkpoint-dir "$PWD/ck" --level layer \
     >/dev/null 2>run.err || fail "$name: the run failed: $(cat run.err)"
-  [ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.2 ] ||
-    fail "$name does not announce sessions: $(head -n1 run/rank0.jsonl | jq -c .replay)"
+  # 1.3 (pins) includes 1.2's sessions.
+  [ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.3 ] ||
+    fail "$name does not announce sessions and pins: $(head -n1 run/rank0.jsonl | jq -c .replay)"
   mapfile -t argv < <(head -n1 run/rank0.jsonl | jq -r '.replay.argv[]')
   session_start "$PWD/session" 5 "${argv[@]}"
   local step=(DTRACE_LEVEL=layer DTRACE_FAST_FORWARD=step)
