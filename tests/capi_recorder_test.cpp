@@ -615,7 +615,7 @@ TEST_CASE("C API: dtrace_recorder_pinned hands each call its pinned output, in i
   REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
   r.h = nullptr;
   // The pins the program took, for bisect's compliance check.
-  CHECK(test_support::file_text(dir / "replay/pins.rank0.jsonl") == "{\"step\":3,\"pinned\":2}\n");
+  CHECK(test_support::file_text(dir / "replay/rank0.pins") == "{\"step\":3,\"pinned\":2}\n");
 }
 
 TEST_CASE("C API: without DTRACE_PIN nothing is pinned and the buffer is left alone", "[pin]") {
@@ -633,7 +633,7 @@ TEST_CASE("C API: without DTRACE_PIN nothing is pinned and the buffer is left al
   REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
   REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
   r.h = nullptr;
-  CHECK_FALSE(std::filesystem::exists(dir / "run/pins.rank0.jsonl"));
+  CHECK_FALSE(std::filesystem::exists(dir / "run/rank0.pins"));
 }
 
 TEST_CASE("C API: a pinned output of another size, and NULL arguments, are refused", "[pin]") {
@@ -768,6 +768,6 @@ TEST_CASE("C API: dtrace_recorder_open_pinning announces dtrace-replay/1.3 and s
     REQUIRE(dtrace_session_close(session) == DTRACE_OK);
     CHECK_THAT(test_support::first_line(dir / "answer/rank0.jsonl"),
                Catch::Contains("\"protocol\":\"dtrace-replay/1.3\""));
-    CHECK(test_support::file_text(dir / "answer/pins.rank0.jsonl") == "{\"step\":3,\"pinned\":1}\n");
+    CHECK(test_support::file_text(dir / "answer/rank0.pins") == "{\"step\":3,\"pinned\":1}\n");
   }
 }

@@ -7,7 +7,7 @@
 # outputs from a capture of run A's step 0 (made with DTRACE_CAPTURE and
 # DTRACE_SCOPE its layer, then cut down to that op's out records, as bisect's
 # pin capture is), the two replays agree record for record, the pinned op's
-# out record holds the pinned bytes, and each replay's pins.rank0.jsonl counts
+# out record holds the pinned bytes, and each replay's rank0.pins counts
 # the pins it took. With two plants, pinning the first leaves the second
 # visible, an origin in its own layer; pinning both, the replays agree.
 . "$(dirname "$0")/lib.sh"
@@ -75,10 +75,10 @@ with open(os.path.join(dest, "capture.rank0.jsonl"), "w") as out:
 EOF
 }
 
-# agree DIR1 DIR2: the two replays' logs are identical. (Their rank files:
-# each directory also holds pins.rank0.jsonl.)
+# agree DIR1 DIR2: the two replays are identical (each directory, read as a
+# run, beside its rank0.pins).
 agree() {
-  run_dtrace 0 diff --json "$WORK/$1/rank0.jsonl" "$WORK/$2/rank0.jsonl"
+  run_dtrace 0 diff --json "$WORK/$1" "$WORK/$2"
   json_is verdict '"identical"'
 }
 
@@ -86,7 +86,7 @@ agree() {
 differ_at() {
   local scope op name
   read -r scope op name <<<"$3"
-  run_dtrace 1 diff --json "$WORK/$1/rank0.jsonl" "$WORK/$2/rank0.jsonl"
+  run_dtrace 1 diff --json "$WORK/$1" "$WORK/$2"
   json_is first.scope "\"$scope\""
   json_is first.op "\"$op\""
   json_is first.name "\"$name\""
@@ -97,9 +97,9 @@ differ_at() {
 # at each step up to STEPS-1: an isolation's repetitions).
 took() {
   local got want="" k
-  got=$(cat "$WORK/$1/pins.rank0.jsonl" 2>/dev/null)
+  got=$(cat "$WORK/$1/rank0.pins" 2>/dev/null)
   for ((k = 0; k < ${3:-1}; ++k)); do want+="{\"step\":$k,\"pinned\":$2}"$'\n'; done
-  [ "$got" = "${want%$'\n'}" ] || fail "$1/pins.rank0.jsonl holds '$got', expected '${want%$'\n'}'"
+  [ "$got" = "${want%$'\n'}" ] || fail "$1/rank0.pins holds '$got', expected '${want%$'\n'}'"
 }
 
 # holds_pin DIR PIN "SCOPE OP OUTPUT" [STEPS]: the replay's out record of the
@@ -124,7 +124,7 @@ read -r scope _ <<<"$single"
 replay a ua
 replay b ub
 differ_at ua ub "$single"
-[ ! -e ua/pins.rank0.jsonl ] || fail "a replay without DTRACE_PIN wrote pins.rank0.jsonl"
+[ ! -e ua/rank0.pins ] || fail "a replay without DTRACE_PIN wrote rank0.pins"
 replay a capture "DTRACE_SCOPE=$scope" "DTRACE_CAPTURE=$WORK/cap"
 pin_capture cap pin "$single"
 replay a pa "DTRACE_PIN=$WORK/pin"
