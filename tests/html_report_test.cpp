@@ -198,3 +198,38 @@ TEST_CASE("the title names what was found, and the page's counts agree with thei
   CHECK(html.find("on 1 rank,") != std::string::npos);
   CHECK(html.find("1 ranks") == std::string::npos);
 }
+
+TEST_CASE("a bisect's every culprit: the ladder is the first's, a table lists them all", "[report][html]") {
+  dtrace::bisect::Report b;
+  b.verdict = dtrace::bisect::Verdict::named;
+  b.step = 0;
+  b.op = "matmul";
+  b.scope = "fwd/layer.0";
+  b.role = "origin";
+  b.layer = "fwd/layer.0";
+  b.replays.push_back({"layer", 'A', {"tinytrain"}, {{"DTRACE_LEVEL", "layer"}}, 1.0, 0, "exit 0"});
+  b.replays.push_back({"layer", 'A', {"tinytrain"}, {{"DTRACE_PIN", "/w/r1-pins"}}, 2.0, 0, "exit 0"});
+  b.replays.push_back({"confirm", 'A', {"tinytrain"}, {{"DTRACE_ISOLATE", "fwd/layer.1::matmul"}}, 0.5, 0, "exit 0"});
+  dtrace::bisect::Culprit first;
+  first.op = "matmul";
+  first.scope = "fwd/layer.0";
+  first.role = "origin";
+  first.layer = "fwd/layer.0";
+  first.end_replay = 1;
+  dtrace::bisect::Culprit second = first;
+  second.scope = second.layer = "fwd/layer.1";
+  second.first_replay = 1;
+  second.end_replay = 3;
+  second.pinned = {"fwd/layer.0 matmul"};
+  b.culprits = {first, second};
+  b.search_end = "with fwd/layer.0 matmul, fwd/layer.1 matmul pinned, the replays of step 0 agree over 3 attempts";
+  const std::string html = divergence_html(nullptr, &b);
+  CHECK(html.find("Every culprit at step 0: 2 ops") != std::string::npos);
+  CHECK(count(html, "<tr class=\"culprit\">") == 2);
+  CHECK(html.find("<code>fwd/layer.1 matmul</code> (rank 0)") != std::string::npos);
+  CHECK(html.find("<td>fwd/layer.0 matmul</td>") != std::string::npos);  // what the second was searched with
+  CHECK(html.find("<td>2, 2.50 s</td>") != std::string::npos);           // its two replays
+  CHECK(html.find(b.search_end) != std::string::npos);
+  // The ladder lists the first culprit's replay only.
+  CHECK(html.find("DTRACE_PIN=/w/r1-pins") == std::string::npos);
+}

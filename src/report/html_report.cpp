@@ -388,14 +388,20 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
                           {"layer", {"layer"}},
                           {"kernel", {"capture", "kernel"}},
                           {"confirm", {"confirm"}}};
+  // The ladder is the first culprit's: the later ones' replays are in the
+  // culprits section (write_culprits).
+  const std::vector<bisect::Replay> replays(
+      b.replays.begin(),
+      b.replays.begin() + static_cast<std::ptrdiff_t>(b.culprits.empty() ? b.replays.size()
+                                                                         : static_cast<std::size_t>(b.culprits.front().end_replay)));
   double longest = 0;
-  for (const auto& r : b.replays) longest = std::max(longest, r.seconds);
-  const bool had_layer = std::any_of(b.replays.begin(), b.replays.end(),
+  for (const auto& r : replays) longest = std::max(longest, r.seconds);
+  const bool had_layer = std::any_of(replays.begin(), replays.end(),
                                      [](const auto& r) { return r.stage == "layer"; });
   o << "<table class=\"ladder\">\n";
   for (const Stage& s : stages) {
     std::vector<const bisect::Replay*> mine;
-    for (const auto& r : b.replays) {
+    for (const auto& r : replays) {
       if (std::find_if(s.replay_stages.begin(), s.replay_stages.end(),
                        [&](const char* x) { return r.stage == x; }) != s.replay_stages.end()) {
         mine.push_back(&r);
@@ -464,6 +470,35 @@ void write_ladder(std::ostringstream& o, const bisect::Report& b) {
       << "</code>); bisect there:</p><code class=\"cmd\">" << escape(b.departed->command) << "</code>\n";
   }
   o << "</section>\n";
+}
+
+// Every culprit of the step (dtrace(1), EVERY CULPRIT), in the order found,
+// each later one with the ops pinned while it was searched for, and what
+// ended the search.
+void write_culprits(std::ostringstream& o, const bisect::Report& b) {
+  if (b.culprits.size() < 2 && b.search_end.empty()) return;
+  o << "<section id=\"culprits\"><h2>Every culprit at step " << b.step << ": "
+    << plural(static_cast<std::int64_t>(b.culprits.size()), "op", "ops") << "</h2>\n<p>" << escape(b.search_end)
+    << "</p>\n<table><tr><th>#</th><th>op</th><th>layer</th><th>basis</th><th>pinned</th><th>evidence</th>"
+       "<th>replays</th></tr>\n";
+  for (std::size_t i = 0; i < b.culprits.size(); ++i) {
+    const bisect::Culprit& c = b.culprits[i];
+    std::string pinned;
+    for (const auto& p : c.pinned) pinned += (pinned.empty() ? "" : ", ") + p;
+    double seconds = 0;
+    for (int k = c.first_replay; k < c.end_replay && k < static_cast<int>(b.replays.size()); ++k) {
+      seconds += b.replays[static_cast<std::size_t>(k)].seconds;
+    }
+    o << "<tr class=\"culprit\"><td>" << i + 1 << "</td><td><code>"
+      << escape(with_call(c.scope + " " + c.op, c.occurrence, c.calls)) << "</code> (rank " << c.rank
+      << ")</td><td><code>" << escape(c.layer) << "</code></td><td>" << bisect::basis_name(c.basis)
+      << "</td><td>" << (pinned.empty() ? "none" : escape(pinned)) << "</td><td>"
+      << (c.evidence ? escape(plural(c.evidence->distinct_outputs, "distinct output", "distinct outputs") + ": " +
+                              c.evidence->reading)
+                     : std::string("not confirmed alone"))
+      << "</td><td>" << c.end_replay - c.first_replay << ", " << number(seconds) << " s</td></tr>\n";
+  }
+  o << "</table>\n</section>\n";
 }
 
 // A count that fits above a histogram bar (its exact value is in the bar's title).
@@ -608,6 +643,7 @@ std::string divergence_html(const diff::Report* d, const bisect::Report* b) {
   }
   if (b) {
     write_ladder(o, *b);
+    write_culprits(o, *b);
     if (b->evidence) write_evidence(o, *b->evidence);
   }
   std::vector<std::string> notes;
