@@ -169,7 +169,10 @@ class Diff(Report):
 
 @dataclass(kw_only=True)
 class Culprit:
-    """The named op; basis "confirmed", "layer-repetitions" or "step-replays"."""
+    """A named op; basis "confirmed", "layer-repetitions" or "step-replays". In
+    ``Bisect.culprits`` (since schema 1.6) each also has its layer, evidence,
+    reached, the replays that found it ([first, end) into ``Bisect.replays``),
+    the ops pinned while it was searched for ("scope op") and its notes."""
     op: str
     scope: str
     step: int
@@ -178,6 +181,21 @@ class Culprit:
     occurrence: int
     calls: int
     basis: str
+    layer: Optional[str] = None
+    evidence: Optional[Evidence] = None
+    reached: Optional[str] = None
+    replays: list[int] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
+class Search:
+    """What ended the culprit search (since schema 1.6): stop "agree", "first",
+    "max-culprits", "no-pins" or "not-localized", and ``end`` in words."""
+    stop: str
+    end: str
     extra: dict[str, Any] = _extra()
 
 
@@ -350,6 +368,8 @@ class Bisect(Report):
     launches: list[Launch] = field(default_factory=list)
     replay_mode: Optional[str] = None
     replay_mode_why: Optional[str] = None
+    culprits: list[Culprit] = field(default_factory=list)
+    search: Optional[Search] = None
 
     @property
     def named(self) -> bool:

@@ -111,6 +111,10 @@ assert b.exit_status == 0 and b.named and b.verdict == "named", (b.exit_status, 
 assert (b.culprit.op, b.culprit.scope, b.culprit.role) == (planted["op"], planted["scope"], "origin"), b.culprit
 assert b.step == b.culprit.step == 0 and b.ranks_replayed == [0, 1]
 assert b.evidence.distinct_outputs >= 2 and b.evidence.elements_differing > 0, b.evidence
+# Every culprit (schema 1.6): the first is the culprit above, with its evidence; one plant, one culprit.
+assert len(b.culprits) == 1 and (b.culprits[0].op, b.culprits[0].scope) == (b.culprit.op, b.culprit.scope), b.culprits
+assert b.culprits[0].evidence == b.evidence and b.culprits[0].pinned == [] and b.culprits[0].replays[0] == 0
+assert b.search is not None and b.search.stop in ("agree", "no-pins"), b.search
 assert len(b.replays) >= 8 and all(r.exit == 0 and r.via in ("launch", "request") for r in b.replays)
 assert b.launches and all(0 <= r.launch < len(b.launches) for r in b.replays)
 assert b.replay_mode in ("sessions", "launches", "mixed") and "[layer] replaying A" in b.stderr
