@@ -4,7 +4,9 @@
 // which holds only if every layer declares all it reads (weights, saved
 // activations, RNG state) and every kernel all its inputs.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -141,7 +143,7 @@ TEST_CASE("minitrain planted op gives different outputs in every isolated repeti
   test_support::TempDir dir;
   mt::Config config = small_config(write_corpus(dir), dir / "ck");
   config.planted = mt::Planted::splitk;
-  const auto site = mt::planted_site(config.planted, config.shape);
+  const auto site = mt::planted_site(config.planted.list().front(), config.shape);
 
   dtrace::ReplayRequest replay;
   replay.step = 0;
@@ -175,7 +177,7 @@ TEST_CASE("minitrain isolates the call of an op that DTRACE_OCCURRENCE names", "
   test_support::TempDir dir;
   mt::Config config = small_config(write_corpus(dir), dir / "ck");
   config.planted = mt::Planted::splitk_second_call;
-  const auto site = mt::planted_site(config.planted, config.shape);
+  const auto site = mt::planted_site(config.planted.list().front(), config.shape);
   CHECK(site.occurrence == 1);
   CHECK(site.calls == 2);
 
@@ -243,4 +245,170 @@ TEST_CASE("minitrain isolation of something the model lacks is an error", "[mini
   request.inputs = dir / "capture";
   request.out = dir / "isolate.jsonl";
   CHECK_THROWS_WITH(mt::run(config, "minitrain", request, {}), Catch::Contains("no rank ran it"));
+}
+
+namespace {
+
+// A pin capture as bisect writes one (man/dtrace-fp.5, "Pinned ops"): of a
+// kernel-level capture, only the out records of `op` in `scope`, with their
+// bytes, each rank's index ending its step with the count it keeps.
+void pin_capture(const std::string& capture, const std::string& pins, const std::string& scope,
+                 const std::string& op) {
+  namespace fs = std::filesystem;
+  fs::create_directories(pins);
+  for (const auto& file : fs::directory_iterator(capture)) {
+    const std::string name = file.path().filename().string();
+    if (!name.starts_with("capture.") || !name.ends_with(".jsonl")) continue;
+    std::ifstream in(file.path());
+    std::ofstream out(fs::path(pins) / name);
+    std::string line;
+    std::getline(in, line);
+    out << line << "\n";  // the header
+    int kept = 0;
+    nlohmann::json end;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("end")) end = j;
+      if (j.value("scope", "") != scope || j.value("op", "") != op || j.value("io", "") != "out")
+        continue;
+      out << line << "\n";
+      fs::copy_file(fs::path(capture) / j["file"].get<std::string>(),
+                    fs::path(pins) / j["file"].get<std::string>());
+      ++kept;
+    }
+    REQUIRE(kept > 0);
+    end["count"] = kept;
+    out << end.dump() << "\n";
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Rank 0's out records named `name` of (scope, op), one value per step (repetition).
+std::set<std::string> outputs_of(const Log& log, const std::string& scope, const std::string& op,
+                                 const std::string& name) {
+  std::set<std::string> values;
+  for (const auto& [step, records] : log.by_step)
+    for (const auto& [id, value] : records)
+      if (id == Identity{0, scope, op, "out", name}) values.insert(value);
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "minitrain takes a pinned op's outputs in a step replay, at any level, and in each isolated "
+    "repetition",
+    "[minitrain][replay][pin]") {
+  test_support::TempDir dir;
+  mt::Config a = small_config(write_corpus(dir), dir / "ck");
+  a.planted = mt::Planted::splitk;
+  a.chaos_seed = 1;
+  mt::Config b = a;
+  b.chaos_seed = 2;
+  const auto site = mt::planted_site(mt::Planted::splitk, a.shape);
+
+  // A's step 0 captured in the planted op's layer, and the pins: its outputs.
+  dtrace::ReplayRequest capture;
+  capture.step = 0;
+  capture.out_dir = dir / "captured";
+  capture.level = dtrace::Level::kernel;
+  capture.scope = site.scope;
+  capture.capture = dir / "capture";
+  mt::run(a, "minitrain", capture, {});
+  pin_capture(dir / "capture", dir / "pins", site.scope, site.op);
+  const auto captured =
+      outputs_of(read_log(dir / "captured/rank0.jsonl"), site.scope, site.op, "y");
+  REQUIRE(captured.size() == 1);
+
+  auto replay = [&](const mt::Config& config, const std::string& out, bool pinned,
+                    dtrace::Level level = dtrace::Level::kernel) {
+    dtrace::ReplayRequest request;
+    request.step = 0;
+    request.out_dir = dir / out;
+    request.level = level;
+    if (pinned) request.pin = dir / "pins";
+    mt::run(config, "minitrain", request, {});
+    Log log;
+    for (int rank = 0; rank < config.ranks; ++rank) {
+      const Log one = read_log(dir / (out + "/rank" + std::to_string(rank) + ".jsonl"));
+      for (const auto& [step, records] : one.by_step)
+        log.by_step[step].insert(records.begin(), records.end());
+    }
+    return log;
+  };
+
+  SECTION("a step replay") {
+    // Without the pin the two sides' chaos differs at the planted op.
+    CHECK(replay(a, "a", false).by_step != replay(b, "b", false).by_step);
+    // With it both take A's output there, and all that follows agrees.
+    const Log pinned_a = replay(a, "pinned-a", true), pinned_b = replay(b, "pinned-b", true);
+    CHECK(outputs_of(pinned_b, site.scope, site.op, "y") == captured);
+    CHECK(pinned_a.by_step == pinned_b.by_step);
+    // One pin taken per rank, acknowledged where the replay's logs go.
+    for (int rank = 0; rank < a.ranks; ++rank) {
+      CHECK(read_text(dir / ("pinned-b/pins.rank" + std::to_string(rank) + ".jsonl")) ==
+            "{\"step\":0,\"pinned\":1}\n");
+    }
+  }
+
+  SECTION("a step replay at layer level asks too") {
+    const Log layer_a = replay(a, "layer-a", true, dtrace::Level::layer),
+              layer_b = replay(b, "layer-b", true, dtrace::Level::layer);
+    CHECK(layer_a.by_step == layer_b.by_step);
+    CHECK(read_text(dir / "layer-b/pins.rank1.jsonl") == "{\"step\":0,\"pinned\":1}\n");
+    CHECK(replay(a, "layer-free-a", false, dtrace::Level::layer).by_step !=
+          replay(b, "layer-free-b", false, dtrace::Level::layer).by_step);
+  }
+
+  SECTION("isolated repetitions of the layer and of the op") {
+    auto isolate = [&](const std::string& target, const std::string& out, bool pinned) {
+      dtrace::ReplayRequest request;
+      request.isolate = target;
+      request.inputs = dir / "capture";
+      request.repeat = 3;
+      request.level = dtrace::Level::kernel;
+      request.out_dir = dir / out;
+      if (pinned) request.pin = dir / "pins";
+      mt::run(b, "minitrain", request, {});
+      return read_log(dir / (out + "/rank0.jsonl"));
+    };
+    // Each repetition draws its own chaos: three outputs, unless pinned.
+    CHECK(outputs_of(isolate(site.scope, "layer-free", false), site.scope, site.op, "y").size() ==
+          3);
+    const Log layer = isolate(site.scope, "layer", true);
+    CHECK(outputs_of(layer, site.scope, site.op, "y") == captured);
+    CHECK(outputs_of(layer, site.scope, "mlp", "y").size() == 1);  // the layer's output, every time
+    CHECK(read_text(dir / "layer/pins.rank0.jsonl") ==
+          "{\"step\":0,\"pinned\":1}\n{\"step\":1,\"pinned\":1}\n{\"step\":2,\"pinned\":1}\n");
+    CHECK(outputs_of(isolate(site.scope + "::" + site.op, "op", true), site.scope, site.op, "y") ==
+          captured);
+  }
+}
+
+TEST_CASE("minitrain refuses a pin of another size than the output", "[minitrain][replay][pin]") {
+  test_support::TempDir dir;
+  mt::Config config = small_config(write_corpus(dir), dir / "ck");
+  dtrace::ReplayRequest capture;
+  capture.step = 0;
+  capture.out_dir = dir / "captured";
+  capture.level = dtrace::Level::kernel;
+  capture.scope = "fwd/layer.0/mlp";
+  capture.capture = dir / "capture";
+  mt::run(config, "minitrain", capture, {});
+  pin_capture(dir / "capture", dir / "pins", "fwd/layer.0/mlp", "gemm_fc2");
+
+  config.shape.batch = 3;  // more rows than the capture's
+  dtrace::ReplayRequest request;
+  request.step = 0;
+  request.out_dir = dir / "replay";
+  request.level = dtrace::Level::kernel;
+  request.pin = dir / "pins";
+  CHECK_THROWS_WITH(
+      mt::run(config, "minitrain", request, {}),
+      Catch::Contains("DTRACE_PIN: the pinned output fwd/layer.0/mlp::gemm_fc2 y has 1024 bytes, "
+                      "this configuration's has 1536"));
 }

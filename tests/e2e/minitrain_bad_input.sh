@@ -13,7 +13,22 @@ err_says "--level: medium not in {step,layer,kernel}"
 expect_status 2 "$MINITRAIN" --nondet cosmic-rays --out x
 err_says "--nondet: cosmic-rays not in {none,"
 expect_status 2 "$MINITRAIN" --print-planted cosmic-rays
-err_says "minitrain: error: --print-planted: unknown switch 'cosmic-rays'"
+err_says "minitrain: error: --print-planted: cosmic-rays not in {none,"
+expect_status 2 "$MINITRAIN" --print-planted none
+err_says "minitrain: error: --print-planted: none plants nothing"
+# Several plants: each name known, none twice, none beside none, no two at one op.
+expect_status 2 "$MINITRAIN" --nondet splitk,cosmic-rays --out x
+err_says "minitrain: error: --nondet: cosmic-rays not in {none,"
+expect_status 2 "$MINITRAIN" --nondet splitk,atomic-bias-grad,splitk --out x
+err_says "minitrain: error: --nondet splitk,atomic-bias-grad,splitk: splitk is given twice"
+expect_status 2 "$MINITRAIN" --nondet splitk,,autotune --out x
+err_says "minitrain: error: --nondet splitk,,autotune: an empty name"
+expect_status 2 "$MINITRAIN" --nondet none,splitk --out x
+err_says "minitrain: error: --nondet none,splitk: none plants nothing; it cannot go with other names"
+expect_status 2 "$MINITRAIN" --nondet splitk,splitk-second-call --out x
+err_says "splitk and splitk-second-call plant the same op (gemm_fc2 in fwd/layer.0/mlp) and cannot go together"
+expect_status 2 "$MINITRAIN" --nondet splitk,allreduce-arrival --ranks 2 --out x
+err_says "minitrain: error: --nondet allreduce-arrival needs --ranks 3 or more"
 expect_status 2 "$MINITRAIN" --heads 3 --out x
 err_says "minitrain: error: --d-model 64 is not a multiple of --heads 3"
 expect_status 2 "$MINITRAIN" --nondet allreduce-arrival --ranks 2 --out x

@@ -6,7 +6,7 @@
 . "$(dirname "$0")/minitrain-lib.sh"
 mt --steps 10 --ranks 2 --level layer --checkpoint-every 3 --checkpoint-dir ck --out run
 mapfile -t argv < <(replay_argv run)
-[ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.2 ] || fail "header lacks the protocol (1.2: minitrain serves replay sessions)"
+[ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.3 ] || fail "header lacks the protocol (1.3: minitrain serves replay sessions and honours pins)"
 snapshot() { find run ck -exec stat -c "%n %s %Y" {} + | sort; find run ck -type f -exec md5sum {} + | sort; }
 before=$(snapshot)
 

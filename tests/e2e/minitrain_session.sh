@@ -15,8 +15,8 @@ mapfile -t argv < <(replay_argv run)
 # --startup-delay stands in for a job's start-up: replays pay it too.
 [ "$(replay_argv run | grep -A1 -x -- --startup-delay | tail -n1)" = 0.1 ] ||
   fail "the replay argv lacks --startup-delay 0.1: ${argv[*]}"
-[ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.2 ] ||
-  fail "minitrain does not announce sessions: $(head -n1 run/rank0.jsonl | jq -c .replay)"
+[ "$(head -n1 run/rank0.jsonl | jq -r .replay.protocol)" = dtrace-replay/1.3 ] ||
+  fail "minitrain does not announce sessions (1.3: and pins): $(head -n1 run/rank0.jsonl | jq -c .replay)"
 step=5  # restored from checkpoint 4, step 4 fast-forwarded
 
 . "$(dirname "$0")/session-lib.sh"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -129,6 +130,10 @@ class CpuBackend final : public Backend {
 const TensorMemory& tensor_memory() { return memory(); }
 
 void install_tensor_memory(const TensorMemory& m) { memory() = m; }
+
+void Backend::upload(void* to, const void* from, std::size_t bytes) {
+  std::memcpy(to, from, bytes);
+}
 
 void Backend::fingerprint(std::span<const void* const>, std::span<const std::size_t>,
                           std::uint64_t*) {

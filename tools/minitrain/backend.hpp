@@ -66,6 +66,10 @@ class Backend {
   // An isolated repetition stands for a fresh process: what a backend tuned
   // (autotune's pick) is forgotten.
   virtual void begin_repetition() {}
+  // Writes `bytes` host bytes over tensor memory at `to` (a pinned op's output,
+  // DTRACE_PIN), after the queued work that wrote it and before any queued
+  // after; `from` may be freed once it returns. The host's: a plain copy.
+  virtual void upload(void* to, const void* from, std::size_t bytes);
   // xxh3-64k/1 of each view, computed where the tensors live (device backends).
   virtual void fingerprint(std::span<const void* const> data, std::span<const std::size_t> bytes,
                            std::uint64_t* out);

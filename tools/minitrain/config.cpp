@@ -56,7 +56,7 @@ void validate(const Config& c, bool replaying) {
   if (!(c.startup_delay >= 0.0 && c.startup_delay <= 3600.0)) {
     throw Error("--startup-delay must be between 0 and 3600 seconds");
   }
-  if (c.planted == Planted::allreduce_arrival && c.ranks < 3) {
+  if (c.planted.has(Planted::allreduce_arrival) && c.ranks < 3) {
     throw Error("--nondet allreduce-arrival needs --ranks 3 or more (two-term sums commute)");
   }
   if (!replaying && c.out.empty()) throw Error("--out DIR is required");
@@ -101,7 +101,7 @@ std::string config_json(const Config& c) {
   j["checkpoint_every"] = c.checkpoint_every;
   j["resume"] = c.resume;
   if (c.resume_step) j["resume_step"] = *c.resume_step;
-  j["nondet"] = planted_name(c.planted);
+  j["nondet"] = c.planted.names();  // as --nondet takes it: "splitk", "splitk,atomic-bias-grad"
   if (c.chaos_seed) j["chaos_seed"] = *c.chaos_seed;
   j["deterministic_mode"] = c.deterministic_mode;
   if (c.fast_kernels) j["fast_kernels"] = true;
@@ -159,8 +159,7 @@ std::vector<std::string> replay_argv(const Config& c, const std::string& executa
     argv.push_back("--resume");
     if (c.resume_step) argv.insert(argv.end(), {"--resume-step", num(*c.resume_step)});
   }
-  if (c.planted != Planted::none)
-    argv.insert(argv.end(), {"--nondet", std::string(planted_name(c.planted))});
+  if (!c.planted.empty()) argv.insert(argv.end(), {"--nondet", c.planted.names()});
   if (c.chaos_seed) argv.insert(argv.end(), {"--chaos-seed", num(*c.chaos_seed)});
   argv.push_back(c.deterministic_mode ? "--deterministic-mode" : "--no-deterministic-mode");
   if (c.fast_kernels) argv.push_back("--fast-kernels");

@@ -26,7 +26,7 @@ struct Config {
   std::string checkpoint_dir;
   bool resume = false;
   std::optional<std::int64_t> resume_step;  // resume from this checkpoint, not the newest
-  Planted planted = Planted::none;
+  Plants planted;  // --nondet: none, one or several
   std::optional<std::uint64_t> chaos_seed;
   std::string corpus;
   bool deterministic_mode = true;

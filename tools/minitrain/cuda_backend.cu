@@ -55,6 +55,12 @@ Status open_device(int device, cudaStream_t* stream) {
   return {};
 }
 
+Status copy_to_device(void* to, const void* from, std::size_t bytes, cudaStream_t stream) {
+  DTRACE_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream));
+  DTRACE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return {};
+}
+
 Status synchronize(cudaStream_t stream) {
   DTRACE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return {};
@@ -150,6 +156,12 @@ class CudaBackend final : public OpsBackend<gpu::Launch> {
                                                           run_.stream, out));
   }
   void begin_repetition() override { autotune_pick_ = -1; }
+  // A pinned output: copied to the device on the stream, after the op that
+  // computed it; waited for, since `from` is the caller's.
+  void upload(void* to, const void* from, std::size_t bytes) override {
+    throw_if_failed(launched());
+    throw_if_failed(copy_to_device(to, from, bytes, run_.stream));
+  }
   cudaStream_t stream() const { return run_.stream; }
   void scale(float* x, std::size_t n, float factor) { ops::scale(run_, x, n, factor); }
 

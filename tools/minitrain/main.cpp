@@ -32,20 +32,44 @@ std::string executable_path(const char* argv0) {
   return std::filesystem::absolute(argv0).string();
 }
 
-std::string planted_json(minitrain::Planted planted, const minitrain::ModelShape& shape) {
-  nlohmann::ordered_json j;
-  if (planted == minitrain::Planted::resume_rng) {
-    j["state"] = minitrain::kRngStateName;
-  } else {
-    const auto site = minitrain::planted_site(planted, shape);
-    j["op"] = site.op;
-    j["scope"] = site.scope;
-    if (site.calls > 1) {
-      j["occurrence"] = site.occurrence;
-      j["calls"] = site.calls;
+// The ground truth of `--print-planted` (never logged): the first plant a
+// step meets, as a single plant's output always said it ({"op","scope"} and,
+// for an op called more than once, {"occurrence","calls"}; resume-rng:
+// {"state"}), and "plants": every plant, each with its --nondet name, in the
+// order its site runs in a step (the order bisect names them).
+std::string planted_json(const minitrain::Plants& plants, const minitrain::ModelShape& shape) {
+  auto site_json = [&](minitrain::Planted planted) {
+    nlohmann::ordered_json j;
+    if (planted == minitrain::Planted::resume_rng) {
+      j["state"] = minitrain::kRngStateName;
+    } else {
+      const auto site = minitrain::planted_site(planted, shape);
+      j["op"] = site.op;
+      j["scope"] = site.scope;
+      if (site.calls > 1) {
+        j["occurrence"] = site.occurrence;
+        j["calls"] = site.calls;
+      }
     }
+    return j;
+  };
+  const auto ordered = plants.in_step_order();
+  nlohmann::ordered_json j = site_json(ordered.front());
+  j["plants"] = nlohmann::ordered_json::array();
+  for (minitrain::Planted planted : ordered) {
+    nlohmann::ordered_json one;
+    one["nondet"] = minitrain::planted_name(planted);
+    one.update(site_json(planted));
+    j["plants"].push_back(one);
   }
   return j.dump();
+}
+
+// Every plant's name, for --help.
+std::string planted_list() {
+  std::string all;
+  for (auto name : minitrain::planted_names()) all += (all.empty() ? "" : ", ") + std::string(name);
+  return all;
 }
 
 // The deterministic environment (dtrace(1), env): applied and recorded with
@@ -126,16 +150,18 @@ int main(int argc, char** argv) {
                "continue from the newest checkpoint in --checkpoint-dir");
   auto* resume_step_opt = app.add_option("--resume-step", resume_step,
                                          "with --resume: the checkpoint step to resume from");
-  app.add_option("--nondet", nondet, "plant one kind of nondeterminism")->check(CLI::IsMember([] {
-    std::vector<std::string> names{"none"};
-    for (auto n : minitrain::planted_names()) names.emplace_back(n);
-    return names;
-  }()));
+  app.add_option("--nondet", nondet,
+                 "plant nondeterminism: a NAME, several separated by commas (several causes at\n"
+                 "once: splitk,atomic-bias-grad in two layers; splitk-fc1,splitk in one layer,\n"
+                 "the first feeding the second), or none.\nNAME: " +
+                     planted_list())
+      ->capture_default_str();
   auto* chaos_opt =
       app.add_option("--chaos-seed", chaos_seed,
                      "pin the source planted nondeterminism draws from (default: fresh each run)");
   app.add_option("--print-planted", print_planted,
-                 "print the op and scope (or state) a --nondet switch plants, as JSON, and exit");
+                 "print the op and scope (or state) a --nondet value plants, as JSON, and exit\n"
+                 "(several names: the first the step meets, and every one in \"plants\")");
   app.add_option("--flip-bit", flip_bit,
                  "RANK:STEP: flip one bit of RANK's first parameter at the start of STEP\n"
                  "(a planted silent data corruption, for dtrace replicas)");
@@ -174,7 +200,7 @@ int main(int argc, char** argv) {
 
   try {
     config.level = *dtrace::parse_level(level);
-    config.planted = *minitrain::parse_planted(nondet);
+    config.planted = minitrain::Plants::parse(nondet);
     if (*resume_step_opt) config.resume_step = resume_step;
     if (*chaos_opt) config.chaos_seed = chaos_seed;
     if (!flip_bit.empty()) {
@@ -191,11 +217,9 @@ int main(int argc, char** argv) {
       }
     }
     if (!print_planted.empty()) {
-      const auto planted = minitrain::parse_planted(print_planted);
-      if (!planted || *planted == minitrain::Planted::none) {
-        throw minitrain::Error("--print-planted: unknown switch '" + print_planted + "'");
-      }
-      std::printf("%s\n", planted_json(*planted, config.shape).c_str());
+      const auto plants = minitrain::Plants::parse(print_planted, "--print-planted");
+      if (plants.empty()) throw minitrain::Error("--print-planted: none plants nothing");
+      std::printf("%s\n", planted_json(plants, config.shape).c_str());
       return 0;
     }
     const auto request = dtrace::ReplayRequest::from_environment();

@@ -1,7 +1,11 @@
 #include "model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
+
+#include "checkpoint.hpp"
 
 
 namespace minitrain {
@@ -16,17 +20,28 @@ constexpr std::uint64_t kAutotuneTag = 0x4155544f00000000ULL;
 struct PlantedEntry {
   Planted planted;
   std::string_view name;
+  // Where its site runs in a step, for Plants::in_step_order: the restored
+  // state, then the forward (layer 0's MLP: fc1 before fc2; the head), the
+  // backward (the last layer's MLP before layer 0's attention), the all-reduce.
+  int step_order;
 };
 constexpr PlantedEntry kPlanted[] = {
-    {Planted::atomic_bias_grad, "atomic-bias-grad"},
-    {Planted::splitk, "splitk"},
-    {Planted::autotune, "autotune"},
-    {Planted::fused_ce, "fused-ce"},
-    {Planted::allreduce_arrival, "allreduce-arrival"},
-    {Planted::resume_rng, "resume-rng"},
-    {Planted::uninit_pad, "uninit-pad"},
-    {Planted::splitk_second_call, "splitk-second-call"},
+    {Planted::atomic_bias_grad, "atomic-bias-grad", 5},
+    {Planted::splitk, "splitk", 2},
+    {Planted::autotune, "autotune", 3},
+    {Planted::fused_ce, "fused-ce", 4},
+    {Planted::allreduce_arrival, "allreduce-arrival", 7},
+    {Planted::resume_rng, "resume-rng", 0},
+    {Planted::uninit_pad, "uninit-pad", 6},
+    {Planted::splitk_second_call, "splitk-second-call", 2},
+    {Planted::splitk_fc1, "splitk-fc1", 1},
 };
+
+const PlantedEntry& entry(Planted planted) {
+  for (const auto& e : kPlanted)
+    if (e.planted == planted) return e;
+  throw std::logic_error("no entry for a planted kind");
+}
 
 }  // namespace
 
@@ -52,6 +67,73 @@ const std::vector<std::string_view>& planted_names() {
   return names;
 }
 
+Plants Plants::parse(std::string_view names, std::string_view flag) {
+  auto known = [] {
+    std::string all = "none";
+    for (auto n : planted_names()) all += "," + std::string(n);
+    return all;
+  };
+  Plants plants;
+  bool none = false;
+  std::size_t count = 0;
+  for (std::size_t begin = 0;;) {
+    const std::size_t comma = names.find(',', begin);
+    const std::string_view name =
+        names.substr(begin, comma == std::string_view::npos ? comma : comma - begin);
+    ++count;
+    const auto planted = parse_planted(name);
+    if (name.empty()) {
+      throw Error(std::string(flag) + " " + std::string(names) +
+                  ": an empty name (names are separated by single commas)");
+    }
+    if (!planted) {
+      throw Error(std::string(flag) + ": " + std::string(name) + " not in {" + known() + "}");
+    }
+    if (*planted == Planted::none) {
+      none = true;
+    } else if (plants.has(*planted)) {
+      throw Error(std::string(flag) + " " + std::string(names) + ": " + std::string(name) +
+                  " is given twice");
+    } else {
+      plants.list_.push_back(*planted);
+    }
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  if (none && count > 1) {
+    throw Error(std::string(flag) + " " + std::string(names) +
+                ": none plants nothing; it cannot go with other names");
+  }
+  // Both act on the call of gemm_fc2 in fwd/layer.0/mlp: one would undo the other.
+  if (plants.has(Planted::splitk) && plants.has(Planted::splitk_second_call)) {
+    throw Error(std::string(flag) + " " + std::string(names) +
+                ": splitk and splitk-second-call plant the same op (gemm_fc2 in fwd/layer.0/mlp) "
+                "and cannot go together; splitk-fc1,splitk plants two causes in that layer");
+  }
+  return plants;
+}
+
+bool Plants::has(Planted planted) const {
+  return std::find(list_.begin(), list_.end(), planted) != list_.end();
+}
+
+std::vector<Planted> Plants::in_step_order() const {
+  std::vector<Planted> ordered = list_;
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](Planted a, Planted b) { return entry(a).step_order < entry(b).step_order; });
+  return ordered;
+}
+
+std::string Plants::names() const {
+  if (list_.empty()) return "none";
+  std::string text;
+  for (Planted p : list_) {
+    if (!text.empty()) text += ',';
+    text += planted_name(p);
+  }
+  return text;
+}
+
 PlantedSite planted_site(Planted planted, const ModelShape& shape) {
   const std::string last = "layer." + std::to_string(shape.n_layer - 1);
   switch (planted) {
@@ -59,6 +141,8 @@ PlantedSite planted_site(Planted planted, const ModelShape& shape) {
       return {"bias_grad_fc1", "bwd/" + last + "/mlp"};
     case Planted::splitk:
       return {"gemm_fc2", "fwd/layer.0/mlp"};
+    case Planted::splitk_fc1:
+      return {"gemm_fc1", "fwd/layer.0/mlp"};
     case Planted::autotune:
       return {"gemm_lm_head", "fwd/head"};
     case Planted::fused_ce:
@@ -251,7 +335,7 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span
                        });
           trace.kernel("gemm_lm_head", {arg("x", lnf_out_), w}, {arg("y", logits_)}, [&] {
             const auto* wp = static_cast<const float*>(w.data);
-            if (planted.planted == Planted::autotune) {
+            if (planted.planted.has(Planted::autotune)) {
               be.gemm_autotuned(lnf_out_.p(), wp, nullptr, M, D, V, logits_.p(),
                                 planted.autotune_config());
             } else {
@@ -260,7 +344,7 @@ void Model::forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::span
           });
           trace.kernel("cross_entropy", {arg("logits", logits_), arg("targets", targets_)},
                        {arg("loss", loss_), arg("token_loss", token_loss_)}, [&] {
-                         if (planted.planted == Planted::fused_ce) {
+                         if (planted.planted.has(Planted::fused_ce)) {
                            be.cross_entropy_unordered(logits_.p(), targets_.p(), M, V,
                                                       token_loss_.p(), loss_.p(), planted.chaos);
                          } else {
@@ -327,8 +411,9 @@ void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::
   Arg g = param("g", p, blk.ln2_g), b = param("b", p, blk.ln2_b), w1 = param("w", p, blk.w_fc1),
       b1 = param("b", p, blk.b_fc1), w2 = param("w", p, blk.w_fc2), b2 = param("b", p, blk.b_fc2);
   auto f = [](const Arg& a) { return static_cast<const float*>(a.data); };
-  const bool splitk = (planted.planted == Planted::splitk && l == 0) || planted.fast_kernels;
-  const bool split_rows = planted.planted == Planted::splitk_second_call && l == 0;
+  const bool splitk = (planted.planted.has(Planted::splitk) && l == 0) || planted.fast_kernels;
+  const bool split_rows = planted.planted.has(Planted::splitk_second_call) && l == 0;
+  const bool splitk_fc1 = planted.planted.has(Planted::splitk_fc1) && l == 0;
   trace.layer("mlp",
               {arg("x", x), param("ln2.g", p, blk.ln2_g), param("ln2.b", p, blk.ln2_b),
                param("w_fc1", p, blk.w_fc1), param("b_fc1", p, blk.b_fc1),
@@ -340,8 +425,15 @@ void Model::mlp_forward(Trace& trace, PlantedState& planted, Xoshiro& rng, std::
                                be.layernorm(x.p(), f(g), f(b), M, D, a.ln_out.p(), a.ln_mean.p(),
                                             a.ln_rstd.p());
                              });
-                trace.kernel("gemm_fc1", {arg("x", a.ln_out), w1, b1}, {arg("y", a.h_pre)},
-                             [&] { be.gemm(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p()); });
+                // splitk-fc1: a second unordered reduction in the layer, feeding
+                // gemm_fc2 (through gelu), so with splitk both causes are in one layer.
+                trace.kernel("gemm_fc1", {arg("x", a.ln_out), w1, b1}, {arg("y", a.h_pre)}, [&] {
+                  if (splitk_fc1) {
+                    be.gemm_splitk(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p(), planted.chaos);
+                  } else {
+                    be.gemm(a.ln_out.p(), f(w1), f(b1), M, D, F, a.h_pre.p());
+                  }
+                });
                 trace.kernel("gelu", {arg("x", a.h_pre)}, {arg("y", a.h_act)},
                              [&] { be.gelu(a.h_pre.p(), a.h_pre.size(), a.h_act.p()); });
                 if (split_rows) {
@@ -451,7 +543,7 @@ void Model::mlp_backward(Trace& trace, PlantedState& planted, std::span<float> p
   Arg dg = param("dg", g, blk.ln2_g), dlb = param("db", g, blk.ln2_b),
       dw1 = param("dw", g, blk.w_fc1), db1 = param("db", g, blk.b_fc1),
       dw2 = param("dw", g, blk.w_fc2), db2 = param("db", g, blk.b_fc2);
-  const bool atomic = (planted.planted == Planted::atomic_bias_grad && l == shape_.n_layer - 1) ||
+  const bool atomic = (planted.planted.has(Planted::atomic_bias_grad) && l == shape_.n_layer - 1) ||
                       planted.fast_kernels;
   trace.layer(
       "mlp",
@@ -512,7 +604,7 @@ void Model::attn_backward(Trace& trace, PlantedState& planted, std::span<float> 
   Arg dg = param("dg", g, blk.ln1_g), dlb = param("db", g, blk.ln1_b),
       dw_qkv = param("dw", g, blk.w_qkv), db_qkv = param("db", g, blk.b_qkv),
       dw_o = param("dw", g, blk.w_o), db_o = param("db", g, blk.b_o);
-  const bool uninit = planted.planted == Planted::uninit_pad && l == 0;
+  const bool uninit = planted.planted.has(Planted::uninit_pad) && l == 0;
   trace.layer(
       "attn",
       {arg("dy", dy), arg("x", x), arg("ln_out", a.ln_out), arg("ln_mean", a.ln_mean),

@@ -48,7 +48,7 @@ struct ModelShape {
   int rows() const { return batch * seq; }
 };
 
-// The nondeterminism `--nondet` plants, one at a time.
+// The kinds of nondeterminism `--nondet` plants.
 enum class Planted {
   none,
   atomic_bias_grad,
@@ -58,11 +58,41 @@ enum class Planted {
   allreduce_arrival,
   resume_rng,
   uninit_pad,
-  splitk_second_call
+  splitk_second_call,
+  splitk_fc1
 };
 std::optional<Planted> parse_planted(std::string_view name);
 std::string_view planted_name(Planted planted);
 const std::vector<std::string_view>& planted_names();
+
+// The plants of one run: `--nondet splitk,atomic-bias-grad` plants several
+// causes at once (issue 40: a bisect that names every one), each at its own
+// site, as it would be alone.
+class Plants {
+ public:
+  Plants() = default;
+  // One plant (none: no plant), so that `config.planted = Planted::splitk` reads as before.
+  Plants(Planted one) {  // NOLINT(google-explicit-constructor)
+    if (one != Planted::none) list_.push_back(one);
+  }
+  // `--nondet`'s value: names separated by commas, or "none". Throws Error,
+  // naming `flag`, for an unknown or empty name, a name given twice, "none"
+  // beside another, and plants that cannot go together (two at one op).
+  static Plants parse(std::string_view names, std::string_view flag = "--nondet");
+
+  bool has(Planted planted) const;
+  bool empty() const { return list_.empty(); }
+  // In the order given.
+  const std::vector<Planted>& list() const { return list_; }
+  // In the order their sites run in a step (the order bisect meets them):
+  // the restored state first, then forward, backward, the all-reduce.
+  std::vector<Planted> in_step_order() const;
+  // As `--nondet` takes it back: "splitk,atomic-bias-grad", or "none".
+  std::string names() const;
+
+ private:
+  std::vector<Planted> list_;
+};
 
 // Where a switch acts: the op and scope of the records of the planted kernel.
 struct PlantedSite {
@@ -100,7 +130,7 @@ void init_params(const Layout& layout, std::uint64_t seed, std::vector<float>& p
 
 // Everything planted kernels on one rank draw from.
 struct PlantedState {
-  Planted planted = Planted::none;
+  Plants planted;
   bool fast_kernels = false;  // --fast-kernels: splitk and atomic-bias-grad in every layer
   std::uint64_t chaos_base = 0;
   int rank = 0;

@@ -158,17 +158,52 @@ void Trace::layer(std::string_view part, const std::vector<Arg>& ins, const std:
   }
 }
 
-void Trace::kernel(std::string_view op, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
+bool Trace::pin_outputs(std::string_view op, const std::vector<Arg>& outs) {
+  // Asked at every level (the recorder counts the calls), never while
+  // fast-forwarding (no recorder then, and no pins either).
+  dtrace::Recorder* rec = recorder();
+  if (rec == nullptr || !rec->pins()) return false;
+  bool any = false;
+  for (const Arg& a : outs) {
+    const auto bytes = rec->pinned(op, a.name);
+    if (!bytes) continue;
+    if (bytes->size() != a.bytes) {
+      throw std::runtime_error("DTRACE_PIN: the pinned output " + path_ + "::" + std::string(op) +
+                               " " + std::string(a.name) + " has " + std::to_string(bytes->size()) +
+                               " bytes, this configuration's has " + std::to_string(a.bytes) +
+                               " (was the pin capture made with other model flags?)");
+    }
+    // Tensor memory through the backend (a device's, after the op that
+    // computed it and before anything queued after); host arguments as they are.
+    if (backend_ != nullptr && !a.host) {
+      backend_->upload(a.data, bytes->data(), a.bytes);
+    } else {
+      std::memcpy(a.data, bytes->data(), a.bytes);
+    }
+    any = true;
+  }
+  return any;
+}
+
+bool Trace::kernel(std::string_view op, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
                    const std::function<void()>& run) {
+  // The op as the rest of the step sees it: computed, then pinned. An isolated
+  // repetition runs the same.
+  bool pinned = false;
+  const auto compute = [&] {
+    run();
+    pinned = pin_outputs(op, outs);
+  };
   if (isolation_.kind == Isolation::Kind::op) {
     if (path_ == isolation_.scope && op == isolation_.op && requested_call()) {
-      run_isolated(op, dtrace::Level::kernel, ins, outs, run);
+      run_isolated(op, dtrace::Level::kernel, ins, outs, compute);
     }
-    return;
+    return pinned;
   }
   record_timed(dtrace::Level::kernel, op, dtrace::RecordIo::in, ins);
-  run();
+  compute();
   record_timed(dtrace::Level::kernel, op, dtrace::RecordIo::out, outs);
+  return pinned;
 }
 
 }  // namespace minitrain

@@ -114,7 +114,10 @@ class Trace {
   void layer(std::string_view part, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
              const std::function<void()>& body);
   // A kernel: inputs and outputs recorded at Level::kernel; `run` computes.
-  void kernel(std::string_view op, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
+  // Then each output a pin replaces (DTRACE_PIN) takes the pinned bytes before
+  // anything reads or records it; returns whether one did, so that a caller
+  // holding a fingerprint of an output taken inside `run` drops it.
+  bool kernel(std::string_view op, const std::vector<Arg>& ins, const std::vector<Arg>& outs,
               const std::function<void()>& run);
 
  private:
@@ -124,6 +127,10 @@ class Trace {
   // Loads every input of `op` in the current scope from the capture. False when
   // the capture has none of them (this rank was not captured).
   bool load_captured(std::string_view op, const std::vector<Arg>& ins);
+  // Pinned ops (dtrace-replay/1.3, man/dtrace-fp.5 "Pinned ops"): asks the
+  // recorder once for each output of this call of `op` and writes what a pin
+  // returns into the output's memory. Whether any was pinned.
+  bool pin_outputs(std::string_view op, const std::vector<Arg>& outs);
   // Whether this call of the isolated target is the one the request names
   // (counts every call that reaches it).
   bool requested_call() { return target_calls_++ == isolation_.occurrence; }

@@ -77,7 +77,7 @@ TrainState initial_state(const Config& c, const Layout& layout) {
 // re-seeds from --seed, the classic incomplete restore.
 TrainState resume_from(const Config& c, const Layout& layout, std::int64_t step) {
   TrainState s = read_checkpoint(checkpoint_path(c.checkpoint_dir, step), c.shape, c.ranks);
-  if (c.planted == Planted::resume_rng) s.rngs = initial_state(c, layout).rngs;
+  if (c.planted.has(Planted::resume_rng)) s.rngs = initial_state(c, layout).rngs;
   return s;
 }
 
@@ -112,7 +112,7 @@ class Session {
     if (config_.process_rank >= 0) {
       collective_ = open_collective(*backend_, config_.process_rank, config_.ranks,
                                     config_.bootstrap_dir,
-                                    config_.planted == Planted::allreduce_arrival);
+                                    config_.planted.has(Planted::allreduce_arrival));
     }
     plan();
     options_.run_dir = config_.out;
@@ -128,6 +128,9 @@ class Session {
     // Every process serves sessions (main.cpp), except the launcher of a
     // multi-process job, which would have to pass each request to its ranks.
     options_.serves_sessions = !(config_.backend == "cuda" && config_.ranks > 1);
+    // Every op honours pins (Trace::kernel asks for each output; dtrace-replay/1.3),
+    // which the protocol announces only with sessions.
+    options_.honours_pins = options_.serves_sessions;
     // Every rank is a data-parallel replica of the others (one group); the RNG
     // (dropout) and data position are each rank's own.
     if (config_.ranks > 1) {
@@ -456,7 +459,7 @@ class Session {
       auto comm = r.trace.scope("comm");
       const std::vector<Arg> ins{arg("grads", r.grads.data(), flat)};
       const std::vector<Arg> outs{arg("grads", r.reduced.data(), flat)};
-      Chaos* arrival = config_.planted == Planted::allreduce_arrival ? &r.planted.chaos : nullptr;
+      Chaos* arrival = config_.planted.has(Planted::allreduce_arrival) ? &r.planted.chaos : nullptr;
       r.trace.layer("grad_allreduce", ins, outs, [&] {
         r.trace.kernel("allreduce", ins, outs, [&] {
           if (collective_) {
@@ -535,7 +538,7 @@ class Session {
       // batch on the device instead).
       const bool ahead = !isolation_.active() && r.trace.recorder() != nullptr &&
                          step + 1 < end_ && !backend_->device_resident();
-      r.trace.kernel("adamw", adam_ins, state, [&] {
+      const bool pinned = r.trace.kernel("adamw", adam_ins, state, [&] {
         auto& d = r.state_digests;
         if (ahead) {
           d.params.resize(layout_.params.size());
@@ -558,6 +561,9 @@ class Session {
         ++r.adam_step;
         d.step = ahead ? step + 1 : -1;
       });
+      // A pinned output replaced what the digests describe: the next step's
+      // state records hash the pinned bytes themselves.
+      if (pinned) r.state_digests.step = -1;
     });
   }
 
