@@ -350,7 +350,7 @@ TEST_CASE(
     CHECK(pinned_a.by_step == pinned_b.by_step);
     // One pin taken per rank, acknowledged where the replay's logs go.
     for (int rank = 0; rank < a.ranks; ++rank) {
-      CHECK(read_text(dir / ("pinned-b/pins.rank" + std::to_string(rank) + ".jsonl")) ==
+      CHECK(read_text(dir / ("pinned-b/rank" + std::to_string(rank) + ".pins")) ==
             "{\"step\":0,\"pinned\":1}\n");
     }
   }
@@ -359,7 +359,7 @@ TEST_CASE(
     const Log layer_a = replay(a, "layer-a", true, dtrace::Level::layer),
               layer_b = replay(b, "layer-b", true, dtrace::Level::layer);
     CHECK(layer_a.by_step == layer_b.by_step);
-    CHECK(read_text(dir / "layer-b/pins.rank1.jsonl") == "{\"step\":0,\"pinned\":1}\n");
+    CHECK(read_text(dir / "layer-b/rank1.pins") == "{\"step\":0,\"pinned\":1}\n");
     CHECK(replay(a, "layer-free-a", false, dtrace::Level::layer).by_step !=
           replay(b, "layer-free-b", false, dtrace::Level::layer).by_step);
   }
@@ -382,7 +382,7 @@ TEST_CASE(
     const Log layer = isolate(site.scope, "layer", true);
     CHECK(outputs_of(layer, site.scope, site.op, "y") == captured);
     CHECK(outputs_of(layer, site.scope, "mlp", "y").size() == 1);  // the layer's output, every time
-    CHECK(read_text(dir / "layer/pins.rank0.jsonl") ==
+    CHECK(read_text(dir / "layer/rank0.pins") ==
           "{\"step\":0,\"pinned\":1}\n{\"step\":1,\"pinned\":1}\n{\"step\":2,\"pinned\":1}\n");
     CHECK(outputs_of(isolate(site.scope + "::" + site.op, "op", true), site.scope, site.op, "y") ==
           captured);

@@ -4,7 +4,7 @@
 # with a capture of the planted op's layer gives the pins (only the planted
 # op's out records, as bisect writes them). Replays of step 0 of both runs with
 # DTRACE_PIN then agree record for record where replays without it differ, and
-# each rank acknowledges its pin in DTRACE_OUT_DIR/pins.rank<r>.jsonl. With two
+# each rank acknowledges its pin in DTRACE_OUT_DIR/rank<r>.pins. With two
 # plants, pinning the first leaves the second's difference, an origin at its
 # op: in another layer (splitk,atomic-bias-grad) and in the same layer, fed by
 # the pinned op (splitk-fc1,splitk). An isolated layer's repetitions and a
@@ -50,16 +50,10 @@ pin_capture() {
 }
 
 # first_difference DIR_A DIR_B: "scope op role" of the first divergence between
-# two replays' logs, or "identical". The logs are diffed apart from the
-# replays' other files (the pins' acknowledgements are not logs).
+# two replays (each directory read as a run, beside its rank<r>.pins), or "identical".
 first_difference() {
-  local side
-  for side in "$1" "$2"; do
-    rm -rf "$WORK/logs-$side"; mkdir -p "$WORK/logs-$side"
-    cp "$WORK/$side"/rank*.jsonl "$WORK/logs-$side/"
-  done
   local status=0
-  "$DTRACE" diff --json "$WORK/logs-$1" "$WORK/logs-$2" >"$WORK/diff.json" 2>"$WORK/diff.err" || status=$?
+  "$DTRACE" diff --json "$WORK/$1" "$WORK/$2" >"$WORK/diff.json" 2>"$WORK/diff.err" || status=$?
   case $status in
     0) echo identical ;;
     1) jq -r '[.first.scope, .first.op, .first.role] | join(" ")' "$WORK/diff.json" ;;
@@ -90,16 +84,16 @@ want=$(jq -r --arg s "$scope" --arg o "$op" 'select(.scope == $s and .op == $o a
 got=$(jq -r --arg s "$scope" --arg o "$op" 'select(.scope == $s and .op == $o and .io == "out") | .hash' one-pinned-b/rank1.jsonl)
 [ -n "$want" ] && [ "$got" = "$want" ] || fail "rank 1's pinned output is $got, the capture's $want"
 for rank in 0 1; do
-  [ "$(cat "one-pinned-b/pins.rank$rank.jsonl")" = '{"step":0,"pinned":1}' ] ||
-    fail "pins.rank$rank.jsonl: $(cat "one-pinned-b/pins.rank$rank.jsonl")"
+  [ "$(cat "one-pinned-b/rank$rank.pins")" = '{"step":0,"pinned":1}' ] ||
+    fail "rank$rank.pins: $(cat "one-pinned-b/rank$rank.pins")"
 done
-[ ! -e one-free-b/pins.rank0.jsonl ] || fail "a replay without DTRACE_PIN acknowledged pins"
+[ ! -e one-free-b/rank0.pins ] || fail "a replay without DTRACE_PIN acknowledged pins"
 
 # At layer level the op's records are not written, and it is pinned all the same.
 replay one-a one-layer-a DTRACE_LEVEL=layer DTRACE_PIN="$WORK/one-pins"
 replay one-b one-layer-b DTRACE_LEVEL=layer DTRACE_PIN="$WORK/one-pins"
 expect_difference "splitk pinned, layer level" "$(first_difference one-layer-a one-layer-b)" identical
-[ "$(cat one-layer-b/pins.rank0.jsonl)" = '{"step":0,"pinned":1}' ] || fail "layer level: no pin taken"
+[ "$(cat one-layer-b/rank0.pins)" = '{"step":0,"pinned":1}' ] || fail "layer level: no pin taken"
 
 # --- Two plants in two layers -------------------------------------------------
 two_runs layers --nondet splitk,atomic-bias-grad
@@ -133,7 +127,7 @@ pin_capture chain-cap chain-both fwd/layer.0/mlp gemm_fc1 gemm_fc2
 replay chain-a chain-both-a DTRACE_PIN="$WORK/chain-both"
 replay chain-b chain-both-b DTRACE_PIN="$WORK/chain-both"
 expect_difference "one layer, both pinned" "$(first_difference chain-both-a chain-both-b)" identical
-[ "$(cat chain-both-b/pins.rank0.jsonl)" = '{"step":0,"pinned":2}' ] || fail "both pinned: $(cat chain-both-b/pins.rank0.jsonl)"
+[ "$(cat chain-both-b/rank0.pins)" = '{"step":0,"pinned":2}' ] || fail "both pinned: $(cat chain-both-b/rank0.pins)"
 
 # --- An isolated layer's repetitions ask too ----------------------------------
 mapfile -t argv < <(replay_argv one-b)
@@ -141,8 +135,8 @@ DTRACE_ISOLATE=fwd/layer.0/mlp DTRACE_INPUTS="$WORK/one-cap" DTRACE_REPEAT=3 DTR
   DTRACE_OUT_DIR="$WORK/isolated" "${argv[@]}" >/dev/null
 outputs=$(jq -r 'select(.rank == 0 and .op == "mlp" and .io == "out" and .name == "y") | .hash' isolated/rank0.jsonl | sort -u | wc -l)
 [ "$outputs" = 1 ] || fail "pinned, the isolated layer gave $outputs outputs over 3 repetitions"
-[ "$(jq -c . isolated/pins.rank0.jsonl | tr '\n' ' ')" = '{"step":0,"pinned":1} {"step":1,"pinned":1} {"step":2,"pinned":1} ' ] ||
-  fail "isolated pins: $(cat isolated/pins.rank0.jsonl)"
+[ "$(jq -c . isolated/rank0.pins | tr '\n' ' ')" = '{"step":0,"pinned":1} {"step":1,"pinned":1} {"step":2,"pinned":1} ' ] ||
+  fail "isolated pins: $(cat isolated/rank0.pins)"
 
 # --- A replay session: a pinned request answers as a launch does --------------
 # (bisect sends its pinned replays to the sides' sessions), and the pins end
@@ -156,6 +150,6 @@ session_serve 2 "$WORK/s2" 2 DTRACE_LEVEL=kernel
 session_end 3
 expect_difference "session, pinned" "$(first_difference s1 one-pinned-b)" identical
 expect_difference "session, unpinned after pinned" "$(first_difference s2 one-free-b)" identical
-[ "$(cat s1/pins.rank1.jsonl)" = '{"step":0,"pinned":1}' ] || fail "session: pins.rank1.jsonl: $(cat s1/pins.rank1.jsonl)"
-[ ! -e s2/pins.rank0.jsonl ] || fail "session: an unpinned request acknowledged pins"
+[ "$(cat s1/rank1.pins)" = '{"step":0,"pinned":1}' ] || fail "session: rank1.pins: $(cat s1/rank1.pins)"
+[ ! -e s2/rank0.pins ] || fail "session: an unpinned request acknowledged pins"
 echo ok
