@@ -7,10 +7,13 @@
 # named, in the order the step runs them, the second with the first pinned,
 # and the search ends because the replays agree with both pinned. One plant:
 # one culprit, "nothing else differs with it pinned". --first stops at the
-# first. Sessions and --launches alike.
+# first. Sessions and --launches alike. minitrain (arguments minitrain-layers:
+# split-K gemm_fc2 forward and the atomic bias gradient backward;
+# minitrain-chain: two split-K gemms in one layer, fc1 feeding fc2), 2 ranks,
+# against its own ground truth (--print-planted's plants, in step order).
 . "$(dirname "$0")/lib.sh"
 : "${BUILD_ROOT:?}"
-workload=${1:?usage: bisect_culprits.sh tinytrain|ctrain}
+workload=${1:?usage: bisect_culprits.sh tinytrain|ctrain|minitrain-layers|minitrain-chain}
 
 case $workload in
   tinytrain)
@@ -23,14 +26,26 @@ case $workload in
     one=(--planted) two=(--planted "gemm,wgrad")
     seed() { echo --chaos-seed "$1"; }
     single="fwd/layer.1 gemm" first="fwd/layer.1 gemm" second="bwd/layer.0 grad_w" ;;
+  minitrain-*)
+    program=$BUILD_ROOT/tools/minitrain/minitrain
+    plants=splitk,atomic-bias-grad && [ "$workload" = minitrain-chain ] && plants=splitk-fc1,splitk
+    one=(--nondet splitk) two=(--nondet "$plants")
+    seed() { echo --chaos-seed "$1"; }
+    truth() { "$program" --print-planted "$1" | jq -r "$2"; }
+    single=$(truth splitk '"\(.scope) \(.op)"')
+    first=$(truth "$plants" '.plants[0] | "\(.scope) \(.op)"')
+    second=$(truth "$plants" '.plants[1] | "\(.scope) \(.op)"') ;;
   *) fail "unknown workload $workload" ;;
 esac
 
-# record NAME SEED PLANT...: a run of 2 steps, a checkpoint at each.
+# record NAME SEED PLANT...: a run of 2 steps, a checkpoint at each (minitrain:
+# 2 ranks, each step a checkpoint of its own).
 record() {
   local name=$1 s=$2; shift 2
+  local shape=(--checkpoint-every 1 --checkpoint-dir "$WORK/$name.ck")
+  case $workload in minitrain-*) shape+=(--ranks 2) ;; esac
   # shellcheck disable=SC2046 # seed's words are the flag and its value
-  "$program" --steps 2 --out "$WORK/$name" --checkpoint-every 1 --checkpoint-dir "$WORK/$name.ck" \
+  "$program" --steps 2 --out "$WORK/$name" "${shape[@]}" \
     $(seed "$s") "$@" >/dev/null 2>"$WORK/$name.err" || fail "$workload $*: $(cat "$WORK/$name.err")"
 }
 
