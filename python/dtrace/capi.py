@@ -259,19 +259,6 @@ class Session:
     def handle(self):
         return self._h
 
-    def pins(self) -> bool:
-        """True while the open step may hold a pinned call (DTRACE_PIN)."""
-        return bool(self._get(self._lib.dtrace_recorder_pins, _c.c_int32))
-
-    def pinned(self, op: str, name: str, address: int, nbytes: int) -> bool:
-        """Asks whether this call's output `name` of `op` in the current scope is
-        pinned; if so its pinned bytes (exactly nbytes) are written at address
-        and True is returned. Ask once per output of every call (recorder.h)."""
-        flag = _c.c_int32()
-        self._check(self._lib.dtrace_recorder_pinned(self._h, op.encode(), name.encode(), _p(address or None),
-                                                     nbytes, _c.byref(flag)))
-        return bool(flag.value)
-
     def close(self) -> None:
         if self._h is not None:
             h, self._h = self._h, None

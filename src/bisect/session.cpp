@@ -261,47 +261,66 @@ Result<replay::Outcome> Session::launch(const std::string& stage, const Side& si
   return options.runner ? options.runner(command) : replay::run(command);
 }
 
-// A request to the side's session, started first when it has none serving:
-// the launch carries the side's configuration, the step and DTRACE_SESSION;
-// the request carries exactly the DTRACE_* variables a launch would get
-// (man/dtrace-fp.5, "Replay sessions").
+// Starts `side`'s session: the launch carries the side's configuration, the
+// step and DTRACE_SESSION (and `like`'s TMPDIR, cwd, timeout); it serves the
+// side's requests from then on (served_).
+Result<void> Session::start_session(const std::string& stage, const Side& side, const replay::Command& like) {
+  Served& served = served_[side.name];
+  const int number = static_cast<int>(report.launches.size());
+  replay::Command start = like;
+  start.argv = side.argv;
+  start.cwd = side.cwd;
+  start.ranks = side.world_size;
+  start.env = side.env;
+  const std::string step = std::to_string(report.step);
+  start.env.emplace_back("DTRACE_REPLAY_STEP", step);
+  for (const auto& [name, value] : like.env) {
+    if (name == "TMPDIR") start.env.emplace_back(name, value);
+  }
+  start.rank_dir.clear();
+  const std::string dir = path("session-" + std::string(1, side.name) + "-" + std::to_string(number));
+  Launch launched;
+  launched.side = side.name;
+  launched.stage = stage;
+  launched.session = true;
+  launched.argv = side.argv;
+  launched.env = {{"DTRACE_SESSION", dir}, {"DTRACE_REPLAY_STEP", step}};
+  // A fresh session is one a stage asked for; a side's first needs no reason.
+  const bool again = std::any_of(report.launches.begin(), report.launches.end(),
+                                 [&](const Launch& l) { return l.side == side.name; });
+  if (again) launched.why = fresh_why_;
+  served.launch.reset();
+  auto started = replay::SessionLaunch::start(start, dir, side.world_size);
+  if (!started) return started.error();
+  served.launch = std::move(*started);
+  served.index = report.launches.size();
+  served.started = std::chrono::steady_clock::now();
+  report.launches.push_back(launched);
+  return {};
+}
+
+// A request to the side's session, started first when it has none serving
+// (man/dtrace-fp.5, "Replay sessions"): the request carries exactly the
+// DTRACE_* variables a launch would get. When a side's session starts, the
+// other side's starts with it, if that side serves sessions and has none:
+// the two start-ups overlap, so a bisect pays one (issue 41; the replays
+// themselves stay one at a time, tools/bench/RESULTS.md says why).
 Result<replay::Outcome> Session::request(const std::string& stage, const Side& side, const replay::Command& command,
                                          Replay& record) {
   Served& served = served_[side.name];
   if (!served.launch || !served.launch->serving()) {
-    const int number = static_cast<int>(report.launches.size());
-    replay::Command start = command;
-    start.env = side.env;
-    const std::string step = std::to_string(report.step);
-    start.env.emplace_back("DTRACE_REPLAY_STEP", step);
-    for (const auto& [name, value] : command.env) {
-      if (name == "TMPDIR") start.env.emplace_back(name, value);
+    if (auto r = start_session(stage, side, command); !r) return r.error();
+    const Side& other = side.name == 'A' ? b : a;
+    if (&second() != &a && uses_sessions(other) && !served_.contains(other.name)) {
+      if (auto r = start_session(stage, other, command); !r) return r.error();
     }
-    start.rank_dir.clear();
-    const std::string dir = path("session-" + std::string(1, side.name) + "-" + std::to_string(number));
-    Launch launched;
-    launched.side = side.name;
-    launched.stage = stage;
-    launched.session = true;
-    launched.argv = command.argv;
-    launched.env = {{"DTRACE_SESSION", dir}, {"DTRACE_REPLAY_STEP", step}};
-    // A fresh session is one a stage asked for; a side's first needs no reason.
-    const bool again = std::any_of(report.launches.begin(), report.launches.end(),
-                                   [&](const Launch& l) { return l.side == side.name; });
-    if (again) launched.why = fresh_why_;
-    served.launch.reset();
-    auto started = replay::SessionLaunch::start(start, dir, side.world_size);
-    if (!started) return started.error();
-    served.launch = std::move(*started);
-    served.index = report.launches.size();
-    served.started = std::chrono::steady_clock::now();
-    report.launches.push_back(launched);
   }
-  record.launch = static_cast<int>(served.index);
-  auto outcome = served.launch->request(record.env, command.rank_dir, command.timeout_s);
-  Launch& launched = report.launches.at(served.index);
+  Served& serving = served_.at(side.name);
+  record.launch = static_cast<int>(serving.index);
+  auto outcome = serving.launch->request(record.env, command.rank_dir, command.timeout_s);
+  Launch& launched = report.launches.at(serving.index);
   ++launched.requests;
-  launched.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - served.started).count();
+  launched.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - serving.started).count();
   return outcome;
 }
 

@@ -116,6 +116,7 @@ class Session {
                                  Replay& record);
   Result<replay::Outcome> request(const std::string& stage, const Side& side, const replay::Command& command,
                                   Replay& record);
+  Result<void> start_session(const std::string& stage, const Side& side, const replay::Command& like);
   std::string workdir_;
   bool remove_ = false;
   bool noncompliant_ = false;

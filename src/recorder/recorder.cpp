@@ -217,7 +217,13 @@ class RankRecorder final : public Recorder {
       for (const CapturedRecord& r : pins_->records()) {
         if (r.io == "out") pinned_ids_.emplace(r.scope, r.op, r.name);
       }
-      if (request.out_dir) pins_file_ = (fs::path(*request.out_dir) / (rank_name + ".pins")).string();
+      // Beside the rank's log: in DTRACE_OUT_DIR, or beside DTRACE_OUT for a
+      // program that speaks the single-process form (dtrace-replay/1).
+      if (request.out_dir) {
+        pins_file_ = (fs::path(*request.out_dir) / (rank_name + ".pins")).string();
+      } else if (request.out) {
+        pins_file_ = (fs::path(*request.out).parent_path() / (rank_name + ".pins")).string();
+      }
     }
   }
 
@@ -556,7 +562,7 @@ class RankRecorder final : public Recorder {
   std::set<PinId, std::less<>> pinned_ids_;
   std::map<PinId, int, std::less<>> pin_calls_;
   std::int64_t pins_applied_ = 0;
-  std::string pins_file_;  // DTRACE_OUT_DIR/rank<r>.pins; empty without DTRACE_OUT_DIR
+  std::string pins_file_;  // DTRACE_OUT_DIR/rank<r>.pins (or beside DTRACE_OUT); empty without either
 };
 
 }  // namespace

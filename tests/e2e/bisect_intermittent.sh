@@ -19,7 +19,8 @@ run_dtrace 0 bisect --json --repeat 3 --replay "$WORK/wrapper.sh --steps 2 --non
 json_is verdict '"named"'
 json_is culprit.op "\"$(planted splitk op)\""
 json_true 'any("attempt 1" in n for n in d["notes"])'
-json_true 'sum(1 for r in d["replays"] if r["stage"] == "layer") == 4'
+# The first culprit's layer pass: two attempts of two replays (the pinned rounds after it have their own).
+json_true 'sum(1 for r in d["replays"][:d["culprits"][0]["replays"][1]] if r["stage"] == "layer") == 4'
 # With one attempt only, the same wrapper never shows the divergence.
 rm -f "$COUNTER"
 run_dtrace 1 bisect --json --repeat 1 --replay "$WORK/wrapper.sh --steps 2 --nondet splitk --out unused" a b

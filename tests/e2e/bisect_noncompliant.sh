@@ -46,6 +46,10 @@ refused ignore-replay-step "replay of run A (layer): the workload ignored DTRACE
 refused ignore-level "replay of run A (layer): the workload ignored DTRACE_LEVEL=layer: its log says level \"step\""
 refused no-state "replay of run A (layer): the workload recorded no restored state at step 0 (no io \"state\" record; run A recorded "
 refused no-capture "replay of run A (capture): the workload left no usable capture in DTRACE_CAPTURE="
+# minitrain announces dtrace-replay/1.3: a replay that does not take the pin
+# of the op named first would let that op vary on, and is refused.
+refused ignore-pin "replay of run A (layer): the workload announces dtrace-replay/1.3 but did not take the pins DTRACE_PIN="
+err_has "r1-layer-A-0/rank0.pins (a recorder that honours pins writes it)"
 
 # An op called twice in the layer, the second call nondeterministic: a
 # workload that cannot tell the calls apart re-runs the first.

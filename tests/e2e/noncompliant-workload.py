@@ -16,6 +16,8 @@ protocol as MODE says, the way a hand-written program gets it wrong:
   ignore-level       records at step level when asked for layer level
   no-state           does not record the state it restored
   no-capture         ignores DTRACE_CAPTURE
+  ignore-pin         ignores DTRACE_PIN (dtrace-replay/1.3): the op bisect
+                     named first keeps varying in the replays that pin it
   alone-repeats      complies, but its isolated op gives one output in every
                      repetition (the op's nondeterminism needs the layer)
 """
@@ -112,6 +114,8 @@ def main():
         env["DTRACE_LEVEL"] = "step"
     elif mode == "no-capture":
         env.pop("DTRACE_CAPTURE", None)
+    elif mode == "ignore-pin":
+        env.pop("DTRACE_PIN", None)
     elif mode == "ignore-replay-step" and not isolating and "DTRACE_REPLAY_STEP" in env:
         out = env["DTRACE_OUT"]
         parts = []
