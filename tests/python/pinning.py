@@ -133,3 +133,57 @@ def pins_taken(out_dir: str, rank: int = 0) -> List[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f]
+
+
+def answered(status: str) -> bool:
+    """Whether a rank's status file says its request is done."""
+    try:
+        with open(status) as f:
+            return f.read().startswith("done ")
+    except FileNotFoundError:
+        return False
+
+
+def session(run_dir: str, session_dir: str, step: int, requests: Sequence[Tuple[str, Dict[str, str]]],
+            timeout: float = 300) -> None:
+    """The run's replay command serving a replay session (dtrace-fp(5),
+    "Replay sessions") driven by hand as dtrace's runner drives one: each
+    request (out_dir, variables) replays `step` into out_dir (DTRACE_OUT_DIR)
+    with the variables, its file renamed into place and its answer awaited
+    (rank0.status saying done), then the end request; the process must exit 0.
+    AssertionError naming what went wrong otherwise."""
+    import time
+    os.makedirs(session_dir)
+    h = header(run_dir)
+    env = clean_environment(DTRACE_SESSION=session_dir, DTRACE_REPLAY_STEP=str(step))
+    with open(session_dir + ".err", "w") as err:
+        process = subprocess.Popen(h["replay"]["argv"], cwd=h["replay"]["cwd"], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        def send(k: int, body: dict) -> None:
+            temporary = os.path.join(session_dir, f".request.{k}")
+            with open(temporary, "w") as f:
+                json.dump(body, f)
+            os.replace(temporary, os.path.join(session_dir, f"request.{k}.json"))
+
+        for k, (out_dir, variables) in enumerate(requests):
+            os.makedirs(out_dir, exist_ok=True)
+            send(k, {"request": k, "env": {"DTRACE_REPLAY_STEP": str(step), "DTRACE_OUT_DIR": out_dir,
+                                           **variables}})
+            status = os.path.join(out_dir, "rank0.status")
+            deadline = time.monotonic() + timeout
+            while not answered(status):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    with open(session_dir + ".err") as f:
+                        raise AssertionError(f"session request {k} ({variables}) not answered "
+                                             f"(exit {process.poll()}):\n{f.read()[-4000:]}")
+                time.sleep(0.01)
+        send(len(requests), {"request": len(requests), "end": True})
+        code = process.wait(timeout=60)
+        if code != 0:
+            with open(session_dir + ".err") as f:
+                raise AssertionError(f"the session exited {code} after its end request:\n{f.read()[-4000:]}")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -183,6 +183,26 @@ class Program(Scratch):
         self.assertEqual(pinning.pins_taken(kernel), [{"step": 1, "pinned": 3}])
 
 
+    def test_a_session_pins_the_requests_that_ask(self):
+        """Replay sessions (the recorder serves them): each request's pins are
+        its own, a request without DTRACE_PIN takes none."""
+        self.run_program(PROGRAM, "run", "ck")
+        run = self.path("run")
+        cap = pinning.capture(run, self.path("cap"), 1, "fwd/noise")
+        pins = self.path("pins")
+        pinning.pin_capture([cap], [("fwd/noise", "add_noise")], pins)
+        out = [self.path(f"s{k}") for k in range(3)]
+        pinning.session(run, self.path("session"), 1, [(out[0], {"DTRACE_LEVEL": "layer", "DTRACE_PIN": pins}),
+                                                        (out[1], {"DTRACE_LEVEL": "layer"}),
+                                                        (out[2], {"DTRACE_LEVEL": "layer", "DTRACE_PIN": pins})])
+        launch = pinning.replay(run, self.path("launch"), 1, DTRACE_PIN=pins)
+        self.assertIsNone(pinning.first_difference(out[0], out[2]))
+        self.assertIsNone(pinning.first_difference(out[0], launch))
+        self.assertEqual(pinning.first_difference(out[0], out[1])[:2], ("fwd/noise", "noise"))
+        self.assertEqual([pinning.pins_taken(o) for o in out], [[{"step": 1, "pinned": 3}], [],
+                                                                [{"step": 1, "pinned": 3}]])
+
+
 class NumpyExample(Scratch):
     """examples/numpy/numpytrain.py with its two plants, runs A and B with
     different chaos seeds (what makes their reductions' orders differ)."""

@@ -227,6 +227,24 @@ class Replays(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr[-4000:])
         self.pinned_one_after_the_other(self.path("a"), causes)
 
+    def test_a_session_pins_the_requests_that_ask(self):
+        """A replay session of the explicit Recorder: each request's dispatch
+        mode and pins are its own, a request without DTRACE_PIN takes none."""
+        self.run_command([sys.executable, GPT_MOE, "--run-dir", "a", "--checkpoint-dir", "ck",
+                          "--checkpoint-every", "1", "--steps", "1", "--level", "layer", *TWO_CAUSES])
+        run = self.path("a")
+        (s1, op1), _ = self.planted(GPT_MOE, *TWO_CAUSES)
+        cap = pinning.capture(run, self.path("cap"), 0, s1)
+        n = pinning.pin_capture([cap], [(s1, op1)], self.path("pin"))
+        out = [self.path(f"s{k}") for k in range(3)]
+        pinned = {"DTRACE_LEVEL": "layer", "DTRACE_PIN": self.path("pin")}
+        pinning.session(run, self.path("session"), 0, [(out[0], pinned), (out[1], {"DTRACE_LEVEL": "layer"}),
+                                                       (out[2], pinned)])
+        self.assertEqual(pinning.first_difference(out[0], out[1])[0], s1)
+        self.assertEqual(pinning.first_difference(out[0], out[2])[0], "bwd/embed")  # the second cause
+        self.assertEqual([pinning.pins_taken(o) for o in out], [[{"step": 0, "pinned": n}], [],
+                                                                [{"step": 0, "pinned": n}]])
+
     def test_a_pinned_module_isolation_repeats_itself(self):
         """The layer isolation bisect's kernel pass runs with pins: each
         repetition asks for its pins (at layer level, the dispatch mode
