@@ -11,14 +11,25 @@ that names its scope, op, inputs and outputs, so recording and isolation are
 generic: the isolate function finds a layer or kernel by its scope and op,
 reads its inputs from the capture and runs it again.
 
---planted reorders the reduction of fwd/layer.1's gemm: each output sums its
-terms in an order drawn from a generator keyed by (--chaos-seed, step,
-repetition), as atomics would. Two runs with different seeds diverge there,
-and `dtrace bisect --trust` names that op; its repetitions differ, so confirm
-calls it nondeterministic. DTRACE_DETERMINISTIC=0 turns it on too, =1 off.
---planted-rank R plants it in rank R only. The seeds are in the header's
-config, as every switch that changes what a run computes should be: two runs
-with different seeds are two configurations, which bisect compares as such.
+--nondet PLANTS (a comma list) plants reordered reductions: each output of the
+op sums its terms in an order drawn from a generator keyed by (--chaos-seed,
+step, repetition), as atomics would. `fwd-gemm` is fwd/layer.1's gemm,
+`bwd-gemm` bwd/layer.0's gemm_dw (the first layer's weight gradient), two
+causes in two layers; --planted is `--nondet fwd-gemm`. Two runs with
+different seeds diverge at the first, and `dtrace bisect --trust` names that
+op; its repetitions differ, so confirm calls it nondeterministic; with it
+pinned (DTRACE_PIN, below) the second is named. --print-planted prints the
+(scope, op) of every plant, in the order a step runs them, as JSON lines and
+exits: the ground truth for tests. DTRACE_DETERMINISTIC=0 turns the plants on
+(fwd-gemm when none is named), =1 off. --planted-rank R plants them in rank R
+only. The seeds are in the header's config, as every switch that changes what
+a run computes should be: two runs with different seeds are two
+configurations, which bisect compares as such.
+
+Pinned ops (docs/python.md): every kernel's outputs are recorded right after it
+ran and before the next kernel reads them, so a pinned output (a replay's
+DTRACE_PIN) takes the pinned bytes before anything uses it; run_kernel uses
+what rec.record returns (the same arrays, here, pinned in place).
 
 Several processes: each rank trains its own shard (the ranks do not
 communicate); examples/numpy/launch.py starts them with RANK and WORLD_SIZE,
@@ -46,6 +57,7 @@ rank, or by rank R only, a mix that dtrace refuses. It changes no result.
 
 Usage: numpytrain.py --run-dir DIR [--checkpoint-dir DIR] [--steps N]
          [--checkpoint-every K] [--level step|layer|kernel] [--planted]
+         [--nondet fwd-gemm,bwd-gemm] [--print-planted]
          [--planted-rank R] [--chaos-seed S] [--data-seed S] [--no-isolate]
          [--dropout seeded|unseeded|global] [--dropout-seed S]
          [--decline-steps all|R]
@@ -63,16 +75,19 @@ BATCH, DIN, HID, DOUT = 8, 16, 32, 4
 LEARNING_RATE = np.float32(0.05)
 f32 = np.float32
 
+# --nondet's plants: the (scope, op) each reorders, in the order a step runs them.
+PLANTS = {"fwd-gemm": ("fwd/layer.1", "gemm"), "bwd-gemm": ("bwd/layer.0", "gemm_dw")}
+
 
 class Model:
     """The parameters, the activations of the step in flight, the chaos."""
 
-    def __init__(self, planted: bool, chaos_seed: int):
+    def __init__(self, plants, chaos_seed: int):
         init = np.random.default_rng(42)  # a generator of its own: the global ones stay untouched
         self.params = {"w0": (init.uniform(-1, 1, (DIN, HID)) * 0.5).astype(f32), "b0": np.zeros(HID, f32),
                        "w1": (init.uniform(-1, 1, (HID, DOUT)) * 0.3).astype(f32), "b1": np.zeros(DOUT, f32)}
         self.t = {}  # activations and gradients by name
-        self.planted, self.chaos_seed = planted, chaos_seed
+        self.plants, self.chaos_seed = set(plants), chaos_seed
         self.chaos = None
         self.dropout = None  # a Dropout with --dropout
 
@@ -149,7 +164,7 @@ def k_dropout(m):
 
 def k_gemm0(m): m["a0"] = gemm(m, m["x"], m["w0"])
 def k_bias_tanh(m): m["h0"] = np.tanh(m["a0"] + m["b0"]).astype(f32)
-def k_gemm1(m): m["a1"] = gemm(m, m["h0"], m["w1"], reorder=m.planted)
+def k_gemm1(m): m["a1"] = gemm(m, m["h0"], m["w1"], reorder="fwd-gemm" in m.plants)
 def k_bias1(m): m["y"] = (m["a1"] + m["b1"]).astype(f32)
 
 
@@ -163,7 +178,7 @@ def k_dw1(m): m["grad.w1"] = gemm(m, m["h0"].T.copy(), m["dy"])
 def k_db1(m): m["grad.b1"] = m["dy"].sum(axis=0, dtype=f32)
 def k_dh0(m): m["dh0"] = gemm(m, m["dy"], m["w1"].T.copy())
 def k_tanh_grad(m): m["da0"] = (m["dh0"] * (f32(1) - m["h0"] * m["h0"])).astype(f32)
-def k_dw0(m): m["grad.w0"] = gemm(m, m["x"].T.copy(), m["da0"])
+def k_dw0(m): m["grad.w0"] = gemm(m, m["x"].T.copy(), m["da0"], reorder="bwd-gemm" in m.plants)
 def k_db0(m): m["grad.b0"] = m["da0"].sum(axis=0, dtype=f32)
 
 
@@ -193,7 +208,9 @@ DROPOUT = ("fwd/dropout", ["x", "rng"], ["x"], [("dropout", k_dropout, ["x", "rn
 def run_kernel(rec, m, op, kernel, ins, outs):
     rec.record(op, {n: m[n] for n in ins}, io="in", level="kernel")
     kernel(m)
-    rec.record(op, {n: m[n] for n in outs}, io="out", level="kernel")
+    # Right after the kernel, before anything reads its outputs: a pinned one
+    # is what the rest of the step uses (docs/python.md, "Pinned ops").
+    m.t.update(rec.record(op, {n: m[n] for n in outs}, io="out", level="kernel"))
 
 
 def run_layer(rec, m, layer, only_op=None):
@@ -284,12 +301,16 @@ def decline_later_steps() -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--run-dir", required=True)
+    p.add_argument("--run-dir")
     p.add_argument("--checkpoint-dir")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--checkpoint-every", type=int, default=1)
     p.add_argument("--level", choices=["step", "layer", "kernel"], default="step")
-    p.add_argument("--planted", action="store_true")
+    p.add_argument("--planted", action="store_true", help="--nondet fwd-gemm")
+    p.add_argument("--nondet", default="", metavar="PLANTS",
+                   help="a comma list of planted reorderings: " + ", ".join(PLANTS))
+    p.add_argument("--print-planted", action="store_true",
+                   help="print each plant's scope and op as a JSON line, in the order a step runs them, and exit")
     p.add_argument("--planted-rank", type=int)
     p.add_argument("--chaos-seed", type=int, default=0)
     p.add_argument("--data-seed", type=int, default=7)
@@ -304,8 +325,19 @@ def main() -> int:
     args = p.parse_args()
     if args.steps < 0 or args.checkpoint_every < 0:
         p.error("--steps and --checkpoint-every take numbers >= 0")
+    named = [n for n in args.nondet.split(",") if n] + (["fwd-gemm"] if args.planted else [])
+    unknown = [n for n in named if n not in PLANTS]
+    if unknown:
+        p.error(f"--nondet {unknown[0]}: not a plant (one of {', '.join(PLANTS)})")
+    named = [n for n in PLANTS if n in named]  # in step order, once each
+    if args.print_planted:
+        for n in named:
+            print(json.dumps({"plant": n, "scope": PLANTS[n][0], "op": PLANTS[n][1]}))
+        return 0
+    if not args.run_dir:
+        p.error("--run-dir is required")
 
-    m = Model(planted=False, chaos_seed=args.chaos_seed)
+    m = Model(plants=(), chaos_seed=args.chaos_seed)
     m.dropout = Dropout(args.dropout, args.dropout_seed) if args.dropout else None
     state = {"param": m.params}
     if args.dropout == "seeded":
@@ -313,15 +345,18 @@ def main() -> int:
     rec = dtrace.Recorder(state, run_dir=args.run_dir, checkpoint_dir=args.checkpoint_dir,
                           checkpoint_every=args.checkpoint_every, level=args.level,
                           config={"model": "mlp", "din": DIN, "hid": HID, "dout": DOUT, "batch": BATCH,
-                                  "planted": args.planted, "planted_rank": args.planted_rank,
+                                  "planted": bool(named), "nondet": ",".join(named),
+                                  "planted_rank": args.planted_rank,
                                   "chaos_seed": args.chaos_seed, "data_seed": args.data_seed,
                                   **({"dropout": args.dropout, "dropout_seed": args.dropout_seed}
                                      if args.dropout else {})},
                           isolate=None if args.no_isolate else isolate(m))
     if args.decline_steps in ("all", str(rec.rank)):
         decline_later_steps()
-    planted = args.planted and (args.planted_rank is None or args.planted_rank == rec.rank)
-    m.planted = planted if rec.deterministic is None else not rec.deterministic
+    planted = named if args.planted_rank in (None, rec.rank) else []
+    if rec.deterministic is not None:  # DTRACE_DETERMINISTIC: =0 plants (fwd-gemm if none is named), =1 none
+        planted = [] if rec.deterministic else (named or ["fwd-gemm"])
+    m.plants = set(planted)
     for step in rec.steps(args.steps):
         x, target = batch(args.data_seed, rec.rank, step)
         with rec.step(step, batch={"x": x, "target": target}):

@@ -131,11 +131,12 @@ class Isolation:
                 native.begin_repetition(k)
                 self._rec.current_step = k
                 self._rec._step_begins()  # occurrences count from 0 again, as in a step
+                self._rec._ask_pins()  # the pins apply to each repetition (DTRACE_PIN)
                 yield k
                 sink.set_scope(None)
             native.end_step()
         finally:
-            sink.active = False
+            sink.active = sink.pins = False
             self._rec.current_step = None
 
 

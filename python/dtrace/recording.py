@@ -199,7 +199,8 @@ class Recorder:
                 workflow_dir or pinned_dir, deterministic, launcher)
         # How libdtrace's recorder is opened: once here, or once per request of a
         # replay session (dtrace-fp(5), "Replay sessions"), which this class
-        # serves: its headers announce dtrace-replay/1.2.
+        # serves, and honouring pins (record(), "Pinned ops"): its headers
+        # announce dtrace-replay/1.3.
         self._native_options = dict(
             run_dir=run_dir, run_name=run_name or (os.path.basename(run_dir) if run_dir else ""),
             rank=self.rank, world_size=self.world_size, level=capi.LEVELS[level],
@@ -207,7 +208,7 @@ class Recorder:
             config_json=json.dumps(header_config), replay_argv=argv,
             replay_cwd=os.environ.get(RECORD_CWD_VARIABLE) or None if recorded is not None else None,
             replica_groups=self._replica_groups(replicas), replica_per_rank=",".join(own),
-            serves_sessions=True)
+            serves_sessions=True, honours_pins=True)
         self.restored_at: Optional[int] = None
         self._unrecorded = False
         self._generators = Drawn()
@@ -428,6 +429,7 @@ class Recorder:
         self._step_begins()
         self.native.begin_step(number)
         self.sink.active = True
+        self._ask_pins()
         self.sink.set_scope("step")
         with self._timed():
             self._record_state()
@@ -444,8 +446,14 @@ class Recorder:
                              time.perf_counter() - started)
             self.native.end_step()
         finally:
-            self.sink.active = False
+            self.sink.active = self.sink.pins = False
             self.current_step = None
+
+    def _ask_pins(self) -> None:
+        """A step or an isolated repetition has begun: whether any call of it
+        may be pinned (DTRACE_PIN), asked of libdtrace once here rather than
+        once per output recorded."""
+        self.sink.pins = self.native.pins()
 
     @contextlib.contextmanager
     def scope(self, part: str):
@@ -464,20 +472,41 @@ class Recorder:
 
     def wants(self, level: str) -> bool:
         """Whether records of `level` are taken here and now (the level in force,
-        DTRACE_SCOPE, inside a step): skip computing what would not be recorded."""
-        return bool(self.sink is not None and self.sink.active and self.native.wants(capi.LEVELS[level]))
+        DTRACE_SCOPE, inside a step): skip computing what would not be recorded.
+        True for "kernel" too in a step whose kernel outputs may be pinned
+        (record()): a program that records its kernels only when wanted still
+        hands them over there."""
+        if self.sink is None or not self.sink.active:
+            return False
+        return bool(self.native.wants(capi.LEVELS[level]) or (level == "kernel" and self.sink.pins))
 
-    def record(self, op: str, values: Mapping[str, Any], io: str = "out", level: str = "step") -> None:
+    def record(self, op: str, values: Mapping[str, Any], io: str = "out",
+               level: str = "step") -> Mapping[str, Any]:
         """Named arrays (or numbers) as records of `op` in the current scope:
         io "in", "out" or "state"; level "step", "layer" or "kernel". A layer's
-        own records have op = the scope's last part; a kernel's, its name."""
+        own records have op = the scope's last part; a kernel's, its name.
+
+        A kernel's outputs (io "out", level "kernel") may be pinned by a
+        replay (dtrace-fp(5), "Pinned ops"): record them right after computing
+        them, before anything reads them. A pinned output takes the pinned
+        bytes: a writable host array (NumPy) in place; anything else is
+        replaced in what this returns, `values` with the pinned ones swapped
+        (a Python number by the pinned number, another array by a new NumPy
+        array). Returns `values` itself when nothing was pinned."""
         ios = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
         if io not in ios:
             raise ValueError(f"io={io!r}: not one of in, out, state")
         if level not in capi.LEVELS:
             raise ValueError(f"level={level!r}: not one of step, layer, kernel")
         with self._timed():
-            self.sink.tensors_(capi.LEVELS[level], op, ios[io], list(values.items()))
+            items = list(values.items())
+            # Asked whatever the level in force: libdtrace counts every call.
+            if self.sink.pins and io == "out" and level == "kernel" and self.sink.active:
+                taken = self.sink.take_pins(op, items)
+                if any(new is not old for (_, new), (_, old) in zip(taken, items)):
+                    values, items = dict(taken), taken
+            self.sink.tensors_(capi.LEVELS[level], op, ios[io], items)
+        return values
 
     def metric(self, name: str, value: Any) -> None:
         """A metric (loss, grad norm) by its exact bits: a number or a one-element array."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import arrays, capi
@@ -57,6 +58,11 @@ class Sink:
         # True inside a step or an isolated repetition: code that runs outside
         # steps too (an evaluation) records nothing there.
         self.active = False
+        # True in a step or repetition that may hold a pinned call (DTRACE_PIN,
+        # native.pins(), asked once when it begins): only then is pinned() asked
+        # for each kernel output, so an ordinary step pays no C call for it.
+        self.pins = False
+        self._scratch = ctypes.create_string_buffer(0)  # where pinned() writes (pinned_value)
 
     def set_scope(self, scope: Optional[str]) -> Optional[str]:
         previous = self._scope
@@ -105,6 +111,53 @@ class Sink:
     def device_batch(self, device: int, addresses: List[int], sizes: List[int], stream: int) -> List[int]:
         """One batched device fingerprint call (dtrace_torch makes `device` current first)."""
         return capi.fingerprint_device_batch(addresses, sizes, stream)
+
+    # ---- pinned ops (dtrace-fp(5), "Pinned ops") ------------------------------------
+    def take_pins(self, op: str, items: Sequence[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
+        """The outputs of one call of `op` in the current scope as the step must
+        use them from now on: libdtrace is asked once for each (its calls are
+        counted per scope, op and name) whether it is pinned, and a pinned one
+        takes the pinned bytes (pinned_value). Call it only while self.pins,
+        right after the op ran and before its outputs are recorded or read."""
+        return [(name, self.pinned_value(op, name, value)) for name, value in items]
+
+    def pinned_value(self, op: str, name: str, value: Any) -> Any:
+        """Asks whether output `name` of this call of `op` is pinned. Not
+        pinned: `value`, untouched. Pinned: a writable host array gets the
+        pinned bytes in place (through its own strides) and is returned; a
+        Python number is returned as the pinned number of its type; anything
+        else (a read-only or device array, an array seen only through DLPack,
+        such as JAX's) is returned as a new host NumPy array of the pinned
+        bytes, which the program must use instead (Recorder.record returns it)."""
+        if is_number(value):
+            view = number_view(value)
+            if not self.native.pinned(op, name, view.address, view.nbytes):
+                return value
+            return type(value)(view.keep.value)  # the ctypes cell pinned() wrote
+        view = self._view_of(op, name, value)
+        size = view.nbytes
+        if len(self._scratch) < size:
+            self._scratch = ctypes.create_string_buffer(max(size, 2 * len(self._scratch)))
+        if not self.native.pinned(op, name, ctypes.addressof(self._scratch) if size else 0, size):
+            return value
+        data = self._scratch.raw[:size]
+        try:
+            arrays.read_into(value, data)
+            return value
+        except TypeError as why:
+            return self._pinned_copy(op, name, view, data, why)
+
+    def _pinned_copy(self, op: str, name: str, view: ArrayView, data: bytes, why: Exception) -> Any:
+        """The pinned bytes as a new host NumPy array, for an output that cannot
+        take them in place (`why`)."""
+        numpy = sys.modules.get("numpy")
+        try:
+            if numpy is None:
+                raise ValueError("NumPy is not imported to hold them")
+            return numpy.frombuffer(data, arrays.numpy_dtype(view.dtype)).reshape(view.shape).copy()
+        except ValueError as e:
+            raise RecorderError(f"DTRACE_PIN: {self._scope} {op} output '{name}' is pinned, but its pinned "
+                                f"bytes can be put neither into it ({why}) nor into a new array ({e})") from e
 
     def tensors_(self, level: int, op: str, io: int, items: Sequence[Tuple[str, Any]]) -> None:
         """Records named arrays (all of one op and io) if libdtrace wants `level` here."""

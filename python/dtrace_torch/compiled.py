@@ -28,6 +28,12 @@ module it compiled). dtrace_torch records a region as one opaque unit
   generated code called. A backward node cannot be re-run alone (its saved
   tensors are the compiled forward's): refused, saying the divergence lies in
   that region's backward.
+- pinned ops (dtrace-fp(5)): where pins may apply (sink.pins, in replays), a
+  region's call and each of its compiled backward nodes ask, as one REGION_OP
+  call, for each of their results whether it is pinned, right after they ran
+  and before anything reads them, at every level (the dispatch mode the step
+  runs under, Recorder._active_mode, is set aside as at kernel level); a
+  pinned result takes the pinned bytes in place.
 
 A module compiled in place (Module.compile(), whose hooks run inside the
 compiled code) is refused at layer and kernel level."""
@@ -172,13 +178,14 @@ class Regions:
         rec = self
 
         def forward(*args, **kwargs):
-            mode = rec.rec._mode
+            mode = rec.rec._active_mode()
             if mode is None and rec.rec._hooks is None and not rec.isolating:
                 return inner(*args, **kwargs)
             # The op is recorded at kernel level, and in an isolation of it
             # whatever the level; at layer level the hooks record the region.
-            wanted = (mode is not None or rec.isolating) and rec.rec.sink.active and \
-                rec.rec.sink.native.wants(rec._level())
+            sink = rec.rec.sink
+            wanted = (rec.rec._mode is not None or rec.isolating) and sink.active and \
+                sink.native.wants(rec._level())
             if wanted:
                 from .hooks import rng_inputs
                 occurrence = rec._occurrence()
@@ -186,16 +193,24 @@ class Regions:
                 rec.rec.log_call(rec.rec.sink.scope or "", REGION_OP, occurrence, args, kwargs)
             with mode_set_aside(mode):
                 out = inner(*args, **kwargs)
-            if wanted:
-                rec._record(capi.IO_OUT, flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+            pinning = sink.pins and sink.active
+            if wanted or pinning:
+                outputs = flatten("out", out if isinstance(out, (tuple, list)) else [out])
+                if pinning:
+                    sink.take_pins(REGION_OP, outputs)  # in place, before the hooks or the caller read them
+                if wanted:
+                    rec._record(capi.IO_OUT, outputs)
             if rec.rec._hooks is not None and torch.is_grad_enabled():
                 stops = [t for _, t in flatten("input", list(args)) + flatten("input", kwargs)]
                 if mode is not None:
                     results = [t for _, t in flatten("out", out) if t.requires_grad]
                     # No input needs a gradient (a whole model fed token ids):
                     # nothing marks the end of the region's backward but its
-                    # last compiled node, after which its scope is left.
-                    last = rec.rec.backward_hooks and not any(t.requires_grad for t in stops)
+                    # last compiled node, after which its scope is left (at
+                    # kernel level; a pinned layer-level step keeps the
+                    # layer level's scopes).
+                    last = rec.rec._mode is not None and rec.rec.backward_hooks and \
+                        not any(t.requires_grad for t in stops)
                     rec._watch_backward(_compiled_nodes(results, stops), bwd, last)
                 if rec.rec.backward_hooks:
                     rec._input_gradients(stops, bwd, type(module).__name__)
@@ -222,14 +237,16 @@ class Regions:
                     rec.sink.tensors_(capi.LEVEL_KERNEL, REGION_OP, capi.IO_IN,
                                       flatten("grad_output", list(grad_outputs)))
                 state["mode"] = contextlib.ExitStack()
-                state["mode"].enter_context(mode_set_aside(rec._mode))
+                state["mode"].enter_context(mode_set_aside(rec._active_mode()))
                 return None
 
             def post(grad_inputs, grad_outputs):
                 if "mode" in state:
                     state.pop("mode").close()
-                grads = list(grad_inputs)
-                rec.sink.tensors_(capi.LEVEL_KERNEL, REGION_OP, capi.IO_OUT, flatten("grad_input", grads))
+                grads = flatten("grad_input", list(grad_inputs))
+                if rec.sink.pins and rec.sink.active:
+                    rec.sink.take_pins(REGION_OP, grads)  # in place: the engine passes these on
+                rec.sink.tensors_(capi.LEVEL_KERNEL, REGION_OP, capi.IO_OUT, grads)
                 rec.sink.set_scope(state.pop("previous", None) or rec.sink.scope)
                 left[0] -= 1
                 hooks = rec._hooks
@@ -297,8 +314,9 @@ def isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Optio
     for k in range(repeat):
         rec.native.begin_repetition(k)
         rec.current_step = k
-        if rec._mode:
-            rec._mode.new_step()
+        if rec._ops:
+            rec._ops.new_step()
+        rec._ask_pins()
         for e in entries:
             args, kwargs = _captured_call(e, loader)
             _restore_rng(rec, scope, REGION_OP, loader, e["occurrence"])

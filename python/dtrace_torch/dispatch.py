@@ -11,7 +11,15 @@ results of aten.empty* and aten.new_empty*, and such a tensor as the input of
 the op that first writes it (aten.bernoulli_ filling a dropout mask); the
 profiler's ops (record_function handles, not data).
 In-place and out= ops are recorded: their inputs before the op runs, their results
-after."""
+after.
+
+Pinned ops (dtrace-fp(5)): in a step or repetition where pins may apply
+(sink.pins), every op the mode records (whether or not its records are
+wanted here: libdtrace counts every call) asks for each of its results,
+right after it ran and before it is recorded or returned, whether it is
+pinned; a pinned result takes the pinned bytes in place (records.Sink), so
+what the caller gets back is the pinned output. The Recorder enters this mode
+for such a step at every level (Recorder._active_mode)."""
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
@@ -60,8 +68,15 @@ class OpRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         sink = self.rec.sink
-        if moves_no_data(func) or not sink.native.wants(capi.LEVEL_KERNEL):
+        if moves_no_data(func):
             return func(*args, **kwargs)
+        if not sink.native.wants(capi.LEVEL_KERNEL):
+            out = func(*args, **kwargs)
+            if sink.pins and sink.active:
+                op = str(func)
+                if not op.startswith(("aten.empty", "aten.new_empty")):
+                    sink.take_pins(op, flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+            return out
         op = str(func)
         scope = sink.scope or ""
         key = (scope, op)
@@ -80,5 +95,7 @@ class OpRecorder(TorchDispatchMode):
             return out
         for _, t in outputs:
             self.uninitialized.discard(t.data_ptr())
+        if sink.pins and sink.active:
+            sink.take_pins(op, outputs)  # tensors take their pins in place: `out` holds them
         sink.tensors_(capi.LEVEL_KERNEL, op, capi.IO_OUT, outputs)
         return out

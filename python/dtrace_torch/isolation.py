@@ -97,7 +97,7 @@ def isolate(rec, step: Optional[int]) -> None:
     try:
         _isolate(rec, step)
     finally:
-        rec.sink.active = False
+        rec.sink.active = rec.sink.pins = False
 
 
 def _isolate(rec, step: Optional[int]) -> None:
@@ -138,13 +138,22 @@ def _module_target(rec, scope: str, captured_step: int, step: Optional[int]):
     return name, module, op, entries, Loader(rec, scope, op)
 
 
-def _begin_repetition(rec, k: int) -> None:
+def begin_repetition(rec, k: int) -> None:
+    """Repetition k begins: libdtrace's count, the occurrences from 0 again,
+    and whether its calls may be pinned (DTRACE_PIN applies to each)."""
     rec.native.begin_repetition(k)
     rec.current_step = k
     if rec._hooks:
         rec._hooks.new_step()
-    if rec._mode:
-        rec._mode.new_step()
+    if rec._ops:
+        rec._ops.new_step()
+    rec._ask_pins()
+
+
+def _mode(rec):
+    """The dispatch mode a repetition runs under (Recorder._active_mode), or none."""
+    mode = rec._active_mode()
+    return mode if mode is not None else contextlib.nullcontext()
 
 
 def _captured_call(e: Dict[str, Any], loader: Loader):
@@ -167,14 +176,13 @@ def _restore_rng(rec, scope: str, op: str, loader: Loader, occ: int) -> List:
 def _isolate_module(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
     name, module, op, entries, loader = _module_target(rec, scope, captured_step, step)
     for k in range(repeat):
-        _begin_repetition(rec, k)
+        begin_repetition(rec, k)
         for e in entries:
             args, kwargs = _captured_call(e, loader)
             _restore_rng(rec, scope, op, loader, e["occurrence"])
             rec.sink.set_scope("step")
-            mode = rec._mode if rec._mode is not None else contextlib.nullcontext()
             try:
-                with mode:
+                with _mode(rec):
                     module(*args, **kwargs)
             except (RuntimeError, TypeError, ValueError) as err:
                 raise CaptureError(f"the captured inputs of {scope} do not fit module {name} ({op}): {err}") from err
@@ -196,7 +204,7 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     by_id = {id(p): n for n, p in params}
     for k in range(repeat):
-        _begin_repetition(rec, k)
+        begin_repetition(rec, k)
         for e in entries:
             occ = e["occurrence"]
             args, kwargs = _captured_call(e, loader)
@@ -235,8 +243,7 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
                               lambda items: rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, items))
             rec.sink.set_scope(scope)
             rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_IN, inputs + rng + [(n, g) for n, _, g in grads])
-            mode = rec._mode if rec._mode is not None else contextlib.nullcontext()
-            with mode:
+            with _mode(rec):
                 torch.autograd.backward([t for _, t, _ in grads], [g for _, _, g in grads])
             results = [(f"grad_input.{j}", t.grad) for j, t in enumerate(tensor_args) if t.grad is not None]
             rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, results)
@@ -261,10 +268,7 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
     listing_dir = kernels.wanted(rec.native)
     listing = None
     for k in range(repeat):
-        rec.native.begin_repetition(k)
-        rec.current_step = k
-        if rec._mode:
-            rec._mode.new_step()
+        begin_repetition(rec, k)
         rec.sink.set_scope(scope)
         for e in entries:
             occ = e["occurrence"]
@@ -283,8 +287,10 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
             else:  # recorded at a level below kernel: still record the op
                 rec.sink.tensors_(capi.LEVEL_STEP, op, capi.IO_IN, named_inputs(func, args, kwargs))
                 out = func(*args, **kwargs)
-                rec.sink.tensors_(capi.LEVEL_STEP, op, capi.IO_OUT,
-                                  flatten("out", out if isinstance(out, (tuple, list)) else [out]))
+                outputs = flatten("out", out if isinstance(out, (tuple, list)) else [out])
+                if rec.sink.pins:
+                    rec.sink.take_pins(op, outputs)
+                rec.sink.tensors_(capi.LEVEL_STEP, op, capi.IO_OUT, outputs)
     if listing is not None:
         listing.write(listing_dir, rec.rank, scope)
     rec.native.end_step()

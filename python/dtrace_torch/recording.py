@@ -95,7 +95,7 @@ class Recorder(_Recorder):
         self.model, self.optimizer = model, optimizer
         self.backward_hooks = backward_hooks
         self._param_names = {id(p): n for n, p in model.named_parameters()}
-        self._hooks = self._mode = self._collectives = self._calls = self._compiled = None
+        self._hooks = self._mode = self._ops = self._collectives = self._calls = self._compiled = None
         self._optimizer_hooks: list = []
         self._step_patched = False  # torch 1.13: the optimizer's bound step is _patch_optimizer's wrapper
         super().__init__(state, run_dir=run_dir, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
@@ -145,7 +145,10 @@ class Recorder(_Recorder):
         self._calls = CallLog(capture, self.rank) if capture else None
         regions = compiled.find(self.model) if self.level >= capi.LEVEL_LAYER else {}
         self._hooks = ModuleHooks(self, self.model, regions) if self.level >= capi.LEVEL_LAYER else None
-        self._mode = OpRecorder(self) if self.level >= capi.LEVEL_KERNEL else None
+        # The dispatch mode: recording ATen ops at kernel level (_mode), and
+        # entered at any level in a step where pins may apply (_active_mode).
+        self._ops = OpRecorder(self)
+        self._mode = self._ops if self.level >= capi.LEVEL_KERNEL else None
         self._compiled = compiled.Regions(self, regions) if regions else None
         self._collectives = Collectives(self) if self.level >= capi.LEVEL_LAYER and self.world_size > 1 else None
         self._patch_optimizer()
@@ -163,8 +166,7 @@ class Recorder(_Recorder):
         if self._compiled:
             self._compiled.remove()
             self._compiled = None
-        if self._mode is not None:
-            self._mode = None
+        self._mode = self._ops = None
         if self._collectives:
             self._collectives.remove()
             self._collectives = None
@@ -175,11 +177,22 @@ class Recorder(_Recorder):
     def _step_begins(self) -> None:
         if self._hooks:
             self._hooks.new_step()
-        if self._mode:
-            self._mode.new_step()
+        if self._ops:
+            self._ops.new_step()
+
+    def _active_mode(self) -> Optional[OpRecorder]:
+        """The dispatch mode the step or repetition in flight runs under: the
+        kernel level's, else, where a call may be pinned (DTRACE_PIN, asked
+        when it began), the same mode asking each op's outputs for their pins
+        and recording nothing (dispatch.py): an op's pinned outputs are
+        substituted at every level, in replays only."""
+        if self._mode is not None:
+            return self._mode
+        return self._ops if self.sink is not None and self.sink.pins else None
 
     def _step_context(self):
-        return self._mode if self._mode is not None else contextlib.nullcontext()
+        mode = self._active_mode()
+        return mode if mode is not None else contextlib.nullcontext()
 
     def _isolate(self, step: Optional[int]) -> None:
         from .isolation import isolate

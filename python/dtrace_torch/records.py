@@ -11,7 +11,7 @@ import torch
 from dtrace import records
 from dtrace.records import state_values as _state_values
 
-from .fingerprints import view
+from .fingerprints import logical, view
 
 _BITS = {torch.float32: (torch.int32, "f32", 0xFFFFFFFF), torch.float64: (torch.int64, "f64", (1 << 64) - 1),
          torch.bfloat16: (torch.int16, "bf16", 0xFFFF), torch.float16: (torch.int16, "f16", 0xFFFF)}
@@ -27,6 +27,24 @@ class Sink(records.Sink):
 
     def host_copy(self, value: Any) -> Any:
         return value.detach().cpu() if isinstance(value, torch.Tensor) else super().host_copy(value)
+
+    def pinned_value(self, op: str, name: str, value: Any) -> Any:
+        """A tensor takes its pinned bytes in place, whatever its device, dtype
+        and strides (an in-place op's output, a view written through, a CUDA
+        tensor), so whatever holds it (autograd, the module, the caller) sees
+        them: a CPU tensor whose memory is its logical bytes directly, any
+        other through a host copy."""
+        if not isinstance(value, torch.Tensor):
+            return super().pinned_value(op, name, value)
+        size = value.numel() * value.element_size()
+        if not value.is_cuda and logical(value) is value:
+            self.native.pinned(op, name, value.data_ptr() if size else 0, size)
+            return value
+        host = torch.empty(tuple(value.shape), dtype=value.dtype)
+        if self.native.pinned(op, name, host.data_ptr() if size else 0, size):
+            with torch.no_grad():
+                value.copy_(host)
+        return value
 
     def device_batch(self, device: int, addresses: List[int], sizes: List[int], stream: int) -> List[int]:
         with torch.cuda.device(device):

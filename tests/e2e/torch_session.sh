@@ -8,7 +8,7 @@
 . "$(dirname "$0")/torch-lib.sh"
 . "$E2E_LIB_DIR/session-lib.sh"
 ex --steps 3 --run-dir a --checkpoint-dir ca --checkpoint-every 1
-head -n1 a/rank0.jsonl | grep -q '"protocol":"dtrace-replay/1.2"' || fail "dtrace_torch does not announce sessions"
+head -n1 a/rank0.jsonl | grep -q '"protocol":"dtrace-replay/1.3"' || fail "dtrace_torch does not announce sessions and pins"
 mapfile -t argv < <(head -n1 a/rank0.jsonl | jq -r '.replay.argv[]')
 session_repeats_launch 1 1 "${argv[@]}"
 # The records compared are the step's own, its restored state included.

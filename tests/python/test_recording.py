@@ -278,7 +278,7 @@ class Recording(Scratch):
         lines = log(run)
         self.assertEqual(lines[0]["config"]["lr"], 0.5)
         self.assertEqual(lines[0]["config"]["framework"], "python")
-        self.assertEqual(lines[0]["replay"]["protocol"], "dtrace-replay/1.2")
+        self.assertEqual(lines[0]["replay"]["protocol"], "dtrace-replay/1.3")  # sessions and pins
         by = {(r.get("scope"), r.get("op"), r.get("name")): r for r in lines[1:]}
         state = by[("step", "param", "param.w")]
         self.assertEqual((state["io"], state["dtype"], state["shape"]), ("state", "f32", [3, 4]))

@@ -32,6 +32,14 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
 combine op of --nondet combine then runs inside a compiled region, called by
 inductor's generated code.
 
+--nondet may be given several times: each switch plants its causes in the same
+run (combine and embed-bwd: one in each block's forward and one in the
+embedding's backward, each nondeterministic on its own, as dtrace bisect's
+pinned ops find them one after the other). --print-planted prints where each
+planted op runs, as dtrace_torch names it (scope and op, in the order a step
+runs them; planted_ops), one JSON line each, and exits: the ground truth for
+tests.
+
 Under torchrun (WORLD_SIZE > 1) the ranks are data-parallel replicas over gloo,
 gradients averaged by all_reduce (or by DistributedDataParallel with --ddp), and
 the header names them one replica group; --flip-bit RANK:STEP flips one bit of
@@ -150,6 +158,46 @@ class Projection(torch.autograd.Function):
         terms = (g.unsqueeze(2) * xs.unsqueeze(1)).reshape(-1, xs.shape[1])
         index = torch.arange(g.shape[1], device=g.device).repeat(g.shape[0])
         return grad.matmul(weight), torch.ops.dtrace_example.combine(terms, index, g.shape[1], True)
+
+
+def planted_ops(nondet, layers: int, compiled=(), prefix: str = ""):
+    """Where each planted nondeterministic op runs, as dtrace_torch records it:
+    [{"plant", "scope", "op"}] in the order a step runs them (the forward's
+    blocks in order, then the backward's: the head, the blocks from the last,
+    the embedding). `compiled`: the block numbers wrapped in torch.compile (one
+    region, scope fwd/blocks.<i>, op torch.compile; an eager node of its
+    backward in bwd/blocks.<i>); `prefix`: the model's own in the scopes
+    ("module." under DistributedDataParallel). The switches planting no op
+    (a resume's generator or data order) are not listed."""
+    combine = "dtrace_example.combine.default"
+    atomics = {"index-add": "aten.index_add_.default", "scatter-add": "aten.scatter_add_.default"}
+    # The MoE's forward adds its experts' outputs back one way (MoE.forward):
+    # through the dispatch (ordered) with dispatch-bwd, else scatter-add's or
+    # index-add's atomics, else the combine op.
+    forward = next((s for s in ("dispatch-bwd", "scatter-add", "index-add", "combine") if s in nondet), None)
+    out = []
+    for i in range(layers):
+        block = f"{prefix}blocks.{i}"
+        if forward in atomics or forward == "combine":
+            out.append({"plant": forward, "scope": f"fwd/{block}" if i in compiled else f"fwd/{block}.moe",
+                        "op": "torch.compile" if i in compiled else atomics.get(forward, combine)})
+    if "head-bwd" in nondet:
+        out.append({"plant": "head-bwd", "scope": f"bwd/{prefix}head", "op": combine})
+    for i in reversed(range(layers)):
+        if "dispatch-bwd" in nondet:
+            block = f"{prefix}blocks.{i}"
+            out.append({"plant": "dispatch-bwd", "scope": f"bwd/{block}" if i in compiled else f"bwd/{block}.moe",
+                        "op": combine})
+    if "embed-bwd" in nondet:
+        out.append({"plant": "embed-bwd", "scope": f"bwd/{prefix}embed", "op": combine})
+    return out
+
+
+def print_planted(nondet, layers: int, compiled=(), prefix: str = "") -> None:
+    """--print-planted: planted_ops as JSON lines on stdout."""
+    import json
+    for plant in planted_ops(nondet, layers, compiled, prefix):
+        print(json.dumps(plant))
 
 
 # ---- the model ---------------------------------------------------------------
@@ -350,7 +398,8 @@ def flip_one_bit(model: torch.nn.Module) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--run-dir", required=True, help="where the run's log goes (must not exist yet)")
+    p.add_argument("--run-dir", help="where the run's log goes (must not exist yet; required unless "
+                                       "--print-planted)")
     p.add_argument("--checkpoint-dir", help="checkpoints (the state at the start of a step)")
     p.add_argument("--checkpoint-every", type=int, default=0)
     p.add_argument("--resume", type=int, default=None, metavar="STEP",
@@ -384,7 +433,17 @@ def main(argv=None) -> int:
                         "(a large checkpoint read, process-group set-up): tools/bench/bisect_sessions.sh")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile each transformer block (torch 2.x; docs/torch.md, torch.compile)")
+    p.add_argument("--print-planted", action="store_true",
+                   help="print the scope and op of each planted op (the --nondet switches), in the order a step "
+                        "runs them, one JSON line each, and exit")
     args = p.parse_args(argv)
+    if args.print_planted:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        print_planted(args.nondet, args.layers, range(args.layers) if args.compile else (),
+                      "module." if args.ddp and world > 1 else "")
+        return 0
+    if not args.run_dir:
+        p.error("--run-dir is required")
     if args.compile and not hasattr(torch, "compile"):
         p.error(f"--compile needs torch 2.x (torch.compile); this is torch {torch.__version__}")
 

@@ -10,7 +10,13 @@ each optimizer step (--lr-schedule) and a shuffled torch.utils.data.DataLoader
 (--loader) whose order the program seeds. --nondet plants gpt_moe.py's causes
 (combine, dispatch-bwd, embed-bwd, head-bwd), the same model with the same
 switch as there, so that what `dtrace record` finds here can be compared with
-what gpt_moe.py's explicit Recorder finds.
+what gpt_moe.py's explicit Recorder finds. It may be given several times, each
+switch's causes planted in the same run: `--nondet combine --nondet embed-bwd`
+plants the forward's custom op (in every block) and the embedding's backward,
+which dtrace bisect finds one after the other by pinning each (issue 40); with
+--layers 1 they are two. --print-planted prints their scopes and ops as
+dtrace_torch names them (gpt_moe.planted_ops), one JSON line each, in the
+order a step runs them, and exits.
 
 Under torchrun (WORLD_SIZE > 1) the ranks are data-parallel replicas over gloo,
 their gradients averaged by all_reduce calls written here, or with --ddp by
@@ -28,7 +34,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_moe import CORPUS, GPT, Batches  # noqa: E402 (the model beside this file)
+from gpt_moe import CORPUS, GPT, Batches, print_planted  # noqa: E402 (the model beside this file)
 
 SWITCHES = ("combine", "dispatch-bwd", "embed-bwd", "head-bwd")
 CONTEXT = 32
@@ -91,7 +97,15 @@ def main(argv=None) -> int:
     p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS",
                    help="sleep this long at start-up, standing in for what a cluster job pays per launch "
                         "(tools/bench/record.sh, as gpt_moe.py's)")
+    p.add_argument("--print-planted", action="store_true",
+                   help="print the scope and op of each planted op (the --nondet switches), in the order a step "
+                        "runs them, one JSON line each, and exit")
     args = p.parse_args(argv)
+    if args.print_planted:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        print_planted(args.nondet, args.layers, (0,) if args.compile_block else (),
+                      "module." if args.ddp and world > 1 else "")
+        return 0
     if args.grad_accum < 1:
         p.error("--grad-accum must be 1 or more")
     if args.compile_block and not hasattr(torch, "compile"):
