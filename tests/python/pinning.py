@@ -62,7 +62,7 @@ def pin_capture(captures: Sequence[str], pins: Iterable[Tuple[str, str]], dst: s
     """Writes the pin capture `dst` from the captures of one step: every out
     record of each pinned (scope, op), per rank in the order captured, its
     seq renumbered from 0 and its bytes copied under their new name. Returns
-    how many records it holds (what pins.rank<r>.jsonl must count, one rank)."""
+    how many records it holds (what rank<r>.pins must count, one rank)."""
     pins = set(pins)
     os.makedirs(dst)
     head, chosen, step = None, {}, None
@@ -127,8 +127,8 @@ def first_difference(a: str, b: str, rank: int = 0) -> Optional[Identity]:
 
 
 def pins_taken(out_dir: str, rank: int = 0) -> List[dict]:
-    """The lines of pins.rank<r>.jsonl: {"step": k, "pinned": n} per step or repetition."""
-    path = os.path.join(out_dir, f"pins.rank{rank}.jsonl")
+    """The lines of rank<r>.pins: {"step": k, "pinned": n} per step or repetition."""
+    path = os.path.join(out_dir, f"rank{rank}.pins")
     if not os.path.exists(path):
         return []
     with open(path) as f:

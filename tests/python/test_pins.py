@@ -8,7 +8,7 @@ one op from it, and replays of step N with DTRACE_PIN, on a small program
 (tests/python/pin_program.py) and on the NumPy example with its two plants
 (examples/numpy/numpytrain.py --nondet fwd-gemm,bwd-gemm): the pinned op's
 outputs and everything downstream agree between pinned replays, and differ
-without the pin; pins.rank0.jsonl counts the pins taken.
+without the pin; rank0.pins counts the pins taken.
 
 Run against the build's packages and libdtrace (PYTHONPATH=build/python)."""
 import ctypes

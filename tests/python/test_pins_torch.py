@@ -9,7 +9,7 @@ gpt_moe.py's explicit Recorder and by `dtrace record` on plain_lm.py, a
 capture of step 0 at kernel level, the pin capture of the first cause, then
 of both, and replays of step 0 with DTRACE_PIN at layer level: with the first
 pinned the replays first differ at the second, with both they agree, and
-pins.rank0.jsonl counts them. On torch 2.x, a compiled region (op
+rank0.pins counts them. On torch 2.x, a compiled region (op
 torch.compile) pinned likewise.
 
 Run against the build's packages and libdtrace (PYTHONPATH=build/python), on
@@ -178,7 +178,7 @@ class Replays(unittest.TestCase):
     def pinned_one_after_the_other(self, run, causes):
         """Free replays of step 0 first differ at the first cause; with it
         pinned, at the second; with both, nowhere. Each pinned replay took
-        its pins (pins.rank0.jsonl)."""
+        its pins (rank0.pins)."""
         (s1, op1), (s2, op2) = causes
         free = [pinning.replay(run, self.path(f"free{k}"), 0) for k in range(2)]
         self.assertEqual(pinning.first_difference(*free)[0], s1)
