@@ -74,14 +74,23 @@ def snapshot(step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.
              extra: Mapping[str, Any]) -> Dict[str, Any]:
     """The state at the start of `step`, copied in memory (on the tensors' own
     devices): a replay session starts each later step request from it
-    (dtrace-fp(5), "Replay sessions") without reading the checkpoint again."""
-    return copy.deepcopy(_payload(step, model, optimizer, extra))
+    (dtrace-fp(5), "Replay sessions") without reading the checkpoint again.
+    The parameters' gradients too, which no checkpoint holds: a program that
+    zeroes them after its optimizer step starts each step from what the last
+    left, and a request served in between (an isolated backward accumulates
+    into them) must not leave its own there for the next step request."""
+    payload = copy.deepcopy(_payload(step, model, optimizer, extra))
+    payload["grads"] = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+    return payload
 
 
 def restore_snapshot(payload: Mapping[str, Any], model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],
                      extra: Mapping[str, Any]) -> None:
-    """Puts a snapshot back, as load() puts a checkpoint back."""
+    """Puts a snapshot back, as load() puts a checkpoint back, and the
+    parameters' gradients as they were."""
     _apply(payload, "the replay session's copy", model, optimizer, extra, True)
+    for p, g in zip(model.parameters(), payload.get("grads", [])):
+        p.grad = None if g is None else g.clone()
 
 
 def save(directory: str, step: int, model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer],

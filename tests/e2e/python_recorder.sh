@@ -3,7 +3,7 @@
 # example examples/numpy/numpytrain.py (docs/python.md), as a user runs it.
 # Two runs certify and are identical; two runs with the planted reordered
 # reduction diverge at its layer, and `dtrace bisect --trust` names the planted
-# kernel with the confirm stage's evidence, at one process and at three
+# kernel with the confirm stage's evidence (two plants: both, in step order), at one process and at three
 # processes started by a plain launcher (examples/numpy/launch.py, named in
 # DTRACE_PYTHON_LAUNCHER) with the plant on rank 1 only, and at a later step
 # diverged-earlier on rank 1 whichever rank is asked for; a replay of one step
@@ -72,6 +72,17 @@ json_is first.scope '"fwd/layer.1"'
 json_is first.role '"origin"'
 run_dtrace 0 bisect --trust --json
 bisected 0
+json_true '[(c["scope"], c["op"]) for c in d["culprits"]] == [("fwd/layer.1", "gemm")]'
+json_true 'd["search"]["end"].endswith("nothing else differs with it pinned")'
+
+# Two planted reductions (every culprit, dtrace(1)): forward and backward,
+# both named in one bisect, in the order --print-planted lists them (a step's).
+nt --run-dir c2 --checkpoint-dir cc2 --steps 2 --level layer --nondet fwd-gemm,bwd-gemm --chaos-seed 1
+nt --run-dir d2 --checkpoint-dir cd2 --steps 2 --level layer --nondet fwd-gemm,bwd-gemm --chaos-seed 2
+truth=$("$PYTHON" "$EXAMPLE" --nondet fwd-gemm,bwd-gemm --print-planted | jq -sc '[.[] | [.scope, .op]]')
+run_dtrace 0 bisect --trust --json --step 0 --rank 0 c2 d2
+json_true "[[c['scope'], c['op']] for c in d['culprits']] == $truth"
+json_true 'd["culprits"][1]["pinned"] == ["fwd/layer.1 gemm"] and d["search"]["stop"] == "agree"'
 
 # A program that passes no isolate=: bisect stops at the kernel stage (exit 2)
 # with the workload's own word for why, and says which layer it had localized.
