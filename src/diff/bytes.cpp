@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "log/intern.hpp"
@@ -26,20 +27,48 @@ namespace {
 // (the reader takes it from there).
 constexpr std::size_t kBlock = 1u << 20;
 
+// Blocks' buffers, kept from pair to pair: a block (1 MiB) is above glibc's
+// mmap threshold, which the CLI's M_TRIM_THRESHOLD (cli.cpp) holds at 128 KiB,
+// so a buffer per file was an mmap and an munmap per file (8,192 of each in a
+// diff of 4,096 rank files a side). The stage's threads hold two each.
+class BufferPool {
+ public:
+  std::unique_ptr<char[]> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding);
+    auto buffer = std::move(free_.back());
+    free_.pop_back();
+    return buffer;
+  }
+  void give(std::unique_ptr<char[]> buffer) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(buffer));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<char[]>> free_;
+};
+
 // One file of a pair, read from an offset in blocks.
 class Block {
  public:
-  Block() = default;
+  explicit Block(BufferPool& pool) : pool_(pool) {}
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
   ~Block() {
-    if (fd_ >= 0) ::close(fd_);
+    if (owned_) ::close(fd_);
+    if (data_ != nullptr) pool_.give(std::move(data_));
   }
 
-  bool open(const std::string& path, std::uint64_t offset) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // `fd`: the reader's descriptor of the file (RunReader::descriptor), read
+  // with pread beside it; -1 (a run past the descriptor budget, whose reader
+  // closes files between visits): the file is opened here.
+  bool open(const std::string& path, int fd, std::uint64_t offset) {
+    owned_ = fd < 0;
+    fd_ = owned_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : fd;
     offset_ = offset;
-    data_ = std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding);
+    data_ = pool_.take();
     return fd_ >= 0 && refill(0);
   }
 
@@ -53,7 +82,11 @@ class Block {
           ::pread(fd_, data_.get() + size_, kBlock - size_, static_cast<off_t>(offset_));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return false;
-      if (got == 0) eof_ = true;
+      // A regular file reads short only at its end: no second read to be
+      // told so (one system call per file of thousands). Were it written on
+      // meanwhile, the prefix is only shorter: the reader, resuming at its
+      // end, reads on to the file's end.
+      if (static_cast<std::size_t>(got) < kBlock - size_) eof_ = true;
       size_ += static_cast<std::size_t>(got);
       offset_ += static_cast<std::uint64_t>(got);
     }
@@ -66,7 +99,9 @@ class Block {
   bool eof() const { return eof_; }
 
  private:
+  BufferPool& pool_;
   int fd_ = -1;
+  bool owned_ = false;
   std::uint64_t offset_ = 0;
   std::unique_ptr<char[]> data_;
   std::size_t size_ = 0;
@@ -237,14 +272,16 @@ class StepChecker {
 struct FilePair {
   std::size_t file_a = 0, file_b = 0;
   std::string path_a, path_b;
+  int fd_a = -1, fd_b = -1;  // the readers' descriptors (RunReader::descriptor)
   log::RunReader::Position start_a, start_b;
 };
 
 // One pair's shared prefix, if it has a step.
 std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size,
-                                 const StepWindow& window) {
-  Block a, b;
-  if (!a.open(pair.path_a, pair.start_a.offset) || !b.open(pair.path_b, pair.start_b.offset))
+                                 const StepWindow& window, BufferPool& pool) {
+  Block a(pool), b(pool);
+  if (!a.open(pair.path_a, pair.fd_a, pair.start_a.offset) ||
+      !b.open(pair.path_b, pair.fd_b, pair.start_b.offset))
     return std::nullopt;
   StepChecker checker(world_size, window);
   std::uint64_t before_a = 0, before_b = 0;  // bytes of each file dropped from its block's front
@@ -319,7 +356,8 @@ std::vector<FilePair> pair_files(const log::RunReader& a, const log::RunReader& 
   namespace fs = std::filesystem;
   std::vector<FilePair> pairs;
   auto add = [&](std::size_t i, std::size_t j) {
-    pairs.push_back({i, j, a.files()[i], b.files()[j], a.records_start(i), b.records_start(j)});
+    pairs.push_back({i, j, a.files()[i], b.files()[j], a.descriptor(i), b.descriptor(j),
+                     a.records_start(i), b.records_start(j)});
   };
   if (a.files().size() == 1 && b.files().size() == 1) {
     add(0, 0);
@@ -348,8 +386,9 @@ std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::Ru
   std::vector<std::optional<SharedPrefix>> found(pairs.size());
   for (const SharedPrefix& v : vouched) found.emplace_back(v);
   // Pairs are independent: two threads, as diff's two readers use two cores.
+  BufferPool pool;
   for_each_index(pairs.size(), 2,
-                 [&](std::size_t k) { found[k] = scan(pairs[k], a.world_size(), window); });
+                 [&](std::size_t k) { found[k] = scan(pairs[k], a.world_size(), window, pool); });
   std::map<std::int32_t, int> holders;
   for (const auto& p : found) {
     if (p) ++holders[p->rank];

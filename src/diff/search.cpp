@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -477,12 +478,34 @@ RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<lo
 
 // Whether a run's first file ends with a chained end record: a run written
 // without chains (an older recorder) is diffed as always, with nothing said.
-bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> intern) {
-  if (reader.files().empty()) return false;
-  auto file = RankFile::open(reader.files().front(), 0, std::move(intern));
+bool carries_chains(const std::string& first_file, std::shared_ptr<log::Intern> intern) {
+  auto file = RankFile::open(first_file, 0, std::move(intern));
   if (!file) return false;
   auto last = (*file)->last_line();
   return last && *last && (*last)->end_record() && (*last)->parsed.chain.has_value();
+}
+
+bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> intern) {
+  if (reader.files().empty()) return false;
+  return carries_chains(reader.files().front(), std::move(intern));
+}
+
+// Whether a run certainly carries no chains, told from its first file before
+// every file's header is read: a run of thousands of rank files without
+// chains then costs the search two small reads, not an open and a read of
+// every file of both runs, which the streaming diff opens again (issue 41).
+// Certain only when that file is the one the reader takes first (its first
+// line a header, ended by a newline) and carries_chains says no; anything
+// else (a byte-order mark, a blank first line, a header cut short) is left
+// to the reader's pass, so the outcome is the one that pass gives.
+bool certainly_without_chains(const std::string& run, std::shared_ptr<log::Intern> intern) {
+  auto files = log::list_run_files(run);
+  if (!files) return false;
+  const std::string& first = files->front();
+  std::ifstream in(first, std::ios::binary);
+  std::string header;
+  if (!std::getline(in, header) || in.eof() || !log::parse_header(header)) return false;
+  return !carries_chains(first, std::move(intern));
 }
 
 }  // namespace
@@ -490,6 +513,9 @@ bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> i
 SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window) {
   SearchOutcome outcome;
   auto intern = std::make_shared<log::Intern>();
+  // What the check after the headers' pass decides, decided before it where
+  // it can be.
+  if (certainly_without_chains(run_a, intern) && certainly_without_chains(run_b, intern)) return outcome;
   // Headers only: a small read per file, not the streaming reader's
   // read-ahead, and no descriptor kept (the search opens the files itself).
   log::ReadLimits headers_only;
