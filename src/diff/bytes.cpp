@@ -27,28 +27,39 @@ namespace {
 // (the reader takes it from there).
 constexpr std::size_t kBlock = 1u << 20;
 
-// Blocks' buffers, kept from pair to pair: a block (1 MiB) is above glibc's
-// mmap threshold, which the CLI's M_TRIM_THRESHOLD (cli.cpp) holds at 128 KiB,
-// so a buffer per file was an mmap and an munmap per file (8,192 of each in a
-// diff of 4,096 rank files a side). The stage's threads hold two each.
-class BufferPool {
+// What a scan needs per file but keeps from pair to pair (its thread's next
+// pair takes it): at thousands of small files, one of each per file was much
+// of the stage. Taken and given back under a lock, a few times per file.
+template <class T>
+class Pool {
  public:
-  std::unique_ptr<char[]> take() {
-    std::lock_guard lock(mutex_);
-    if (free_.empty()) return std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding);
-    auto buffer = std::move(free_.back());
-    free_.pop_back();
-    return buffer;
+  template <class Make>
+  std::unique_ptr<T> take(Make make) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        auto item = std::move(free_.back());
+        free_.pop_back();
+        return item;
+      }
+    }
+    return make();
   }
-  void give(std::unique_ptr<char[]> buffer) {
+  void give(std::unique_ptr<T> item) {
     std::lock_guard lock(mutex_);
-    free_.push_back(std::move(buffer));
+    free_.push_back(std::move(item));
   }
 
  private:
   std::mutex mutex_;
-  std::vector<std::unique_ptr<char[]>> free_;
+  std::vector<std::unique_ptr<T>> free_;
 };
+
+// Blocks' buffers: a block (1 MiB) is above glibc's mmap threshold, which the
+// CLI's M_TRIM_THRESHOLD (cli.cpp) holds at 128 KiB, so a buffer per file was
+// an mmap and an munmap per file (8,192 of each in a diff of 4,096 rank files
+// a side). The stage's threads hold two each.
+using BufferPool = Pool<char[]>;
 
 // One file of a pair, read from an offset in blocks.
 class Block {
@@ -68,7 +79,7 @@ class Block {
     owned_ = fd < 0;
     fd_ = owned_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : fd;
     offset_ = offset;
-    data_ = pool_.take();
+    data_ = pool_.take([] { return std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding); });
     return fd_ >= 0 && refill(0);
   }
 
@@ -121,11 +132,30 @@ std::size_t shared_length(const Block& a, std::size_t pa, const Block& b, std::s
   return i;
 }
 
+// A scan's parsers, kept from file to file like the reader's own, which reads
+// every file of a run with one parser: a template CanonicalLines learned from
+// one file's line serves the lines of the same identity in the next file
+// (the bytes after the head, which names step and rank, are the same), and
+// the parser keeps its buffers, so a small file's first step is not all
+// parsed in full and allocated anew.
+struct Parsing {
+  log::LineParser parser;
+  log::CanonicalLines canonical;
+  log::Intern intern;
+  log::ParsedLine parsed, other;
+};
+
 // One side's lines of a shared prefix, checked as bytes.hpp says, step by step.
 class StepChecker {
  public:
-  StepChecker(std::int64_t world_size, const StepWindow& window)
-      : world_size_(world_size), window_(window) {}
+  StepChecker(std::int64_t world_size, const StepWindow& window, Parsing& parsing)
+      : world_size_(world_size),
+        window_(window),
+        parser_(parsing.parser),
+        canonical_(parsing.canonical),
+        intern_(parsing.intern),
+        parsed_(parsing.parsed),
+        other_(parsing.other) {}
 
   enum class Line { record, step_end, refused };
 
@@ -257,10 +287,10 @@ class StepChecker {
 
   std::int64_t world_size_;
   StepWindow window_;
-  log::LineParser parser_;
-  log::CanonicalLines canonical_;
-  log::Intern intern_;
-  log::ParsedLine parsed_, other_;
+  log::LineParser& parser_;
+  log::CanonicalLines& canonical_;
+  log::Intern& intern_;
+  log::ParsedLine &parsed_, &other_;
   bool in_step_ = false, have_step_ = false;
   std::int64_t step_ = 0, last_step_ = 0, rank_ = -1;
   std::int64_t step_records_ = 0, step_compared_ = 0;
@@ -278,12 +308,18 @@ struct FilePair {
 
 // One pair's shared prefix, if it has a step.
 std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size,
-                                 const StepWindow& window, BufferPool& pool) {
+                                 const StepWindow& window, BufferPool& pool, Pool<Parsing>& parsings) {
   Block a(pool), b(pool);
   if (!a.open(pair.path_a, pair.fd_a, pair.start_a.offset) ||
       !b.open(pair.path_b, pair.fd_b, pair.start_b.offset))
     return std::nullopt;
-  StepChecker checker(world_size, window);
+  std::unique_ptr<Parsing> parsing = parsings.take([] { return std::make_unique<Parsing>(); });
+  struct GiveBack {
+    Pool<Parsing>& pool;
+    std::unique_ptr<Parsing>& item;
+    ~GiveBack() { pool.give(std::move(item)); }
+  } give_back{parsings, parsing};
+  StepChecker checker(world_size, window, *parsing);
   std::uint64_t before_a = 0, before_b = 0;  // bytes of each file dropped from its block's front
   std::uint64_t lines = 0;
   std::uint64_t prefix_a = 0, prefix_b = 0, prefix_lines = 0;  // up to the last step's end
@@ -387,8 +423,10 @@ std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::Ru
   for (const SharedPrefix& v : vouched) found.emplace_back(v);
   // Pairs are independent: two threads, as diff's two readers use two cores.
   BufferPool pool;
-  for_each_index(pairs.size(), 2,
-                 [&](std::size_t k) { found[k] = scan(pairs[k], a.world_size(), window, pool); });
+  Pool<Parsing> parsings;
+  for_each_index(pairs.size(), 2, [&](std::size_t k) {
+    found[k] = scan(pairs[k], a.world_size(), window, pool, parsings);
+  });
   std::map<std::int32_t, int> holders;
   for (const auto& p : found) {
     if (p) ++holders[p->rank];
