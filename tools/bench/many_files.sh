@@ -13,9 +13,11 @@
 # other dtrace (an older build) on the same runs. Reported: the median wall
 # time of each over REPEATS and its ratio to cat's median, then the system
 # calls of one run of each under `strace -f -c` (the calls that differ per
-# file: open, close, reads, mappings, stats; and all calls).
+# file: open, close, reads, mappings, stats; and all calls). --stream passes
+# --stream to both diffs (no search: the runs carry no chains, so it only
+# skips the search's look at each run's first file).
 #
-#   tools/bench/many_files.sh [BUILD_DIR] [--ranks N] [--repeats N] [--baseline OLD_DTRACE]
+#   tools/bench/many_files.sh [BUILD_DIR] [--ranks N] [--repeats N] [--baseline OLD_DTRACE] [--stream]
 #                                      (defaults: build-release, 4096, 5, none)
 #   WORK=dir KEEP=1 (keep the generated runs there)
 set -euo pipefail
@@ -23,11 +25,13 @@ build=build-release
 ranks=4096
 repeats=5
 baseline=""
+diff_args=(diff --json)
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
     --baseline) baseline=$2; shift 2 ;;
+    --stream) diff_args+=(--stream); shift ;;
     -*) echo "many_files.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -74,7 +78,7 @@ median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v
 # diff_checked NAME DTRACE: one diff, its report checked (exit 1, the planted divergence first).
 diff_checked() {
   local status=0
-  "$2" diff --json a b >"$1.json" 2>"$1.err" || status=$?
+  "$2" "${diff_args[@]}" a b >"$1.json" 2>"$1.err" || status=$?
   [ "$status" = 1 ] || { cat "$1.err" >&2; echo "many_files.sh: $1: diff exit $status, expected 1" >&2; exit 1; }
   python3 - "$1.json" $div_step $div_rank <<'PY' || exit 1
 import json, sys
@@ -105,7 +109,7 @@ for ((r = 0; r < repeats; ++r)); do
   done
 done
 
-echo "$ranks rank files a side, $steps steps, layer level, $((bytes / 1000000)) MB both runs; median of $repeats"
+echo "$ranks rank files a side, $steps steps, layer level, $((bytes / 1000000)) MB both runs; ${diff_args[*]}; median of $repeats"
 printf '%-9s %8s %8s\n' run wall_s x_cat
 cat_s=$(median <cat.times)
 for name in "${names[@]}"; do
@@ -122,8 +126,8 @@ echo
 for name in "${names[@]}"; do
   case "$name" in
     cat) strace -f -c -o "$name.strace" cat "${files[@]}" >/dev/null ;;
-    dtrace) strace -f -c -o "$name.strace" "$dtrace" diff --json a b >/dev/null 2>&1 || true ;;
-    baseline) strace -f -c -o "$name.strace" "$baseline" diff --json a b >/dev/null 2>&1 || true ;;
+    dtrace) strace -f -c -o "$name.strace" "$dtrace" "${diff_args[@]}" a b >/dev/null 2>&1 || true ;;
+    baseline) strace -f -c -o "$name.strace" "$baseline" "${diff_args[@]}" a b >/dev/null 2>&1 || true ;;
   esac
   printf '%-9s' "$name"
   for c in "${calls[@]}"; do
