@@ -422,18 +422,18 @@ void in_parallel(std::size_t n, Work&& work) {
   for_each_index(n, std::max(64u, 2 * std::thread::hardware_concurrency()), work);
 }
 
-// Which rank each file of a run holds, one file per rank. A file is searched
-// only when its header declares that it holds one rank in step order (field
-// `rank`, dtrace-fp(5), what the recorder writes): the steps its chains vouch
-// for are never read, so a line of another rank among them (records may sit
-// in any file) would go unseen. The reader holds such a file to its
-// declaration when it reads it, as dtrace check does.
 // Why a file without a rank declaration cannot be searched.
 std::string undeclared(const std::string& file) {
   return file + ": its header does not declare that it holds one rank (field 'rank', "
                 "dtrace-fp(5); an older recorder, or a file ranks share)";
 }
 
+// Which rank each file of a run holds, one file per rank. A file is searched
+// only when its header declares that it holds one rank in step order (field
+// `rank`, dtrace-fp(5), what the recorder writes): the steps its chains vouch
+// for are never read, so a line of another rank among them (records may sit
+// in any file) would go unseen. The reader holds such a file to its
+// declaration when it reads it, as dtrace check does.
 RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<log::Intern> intern,
                      std::uint64_t& bytes_read) {
   RankFiles out;
