@@ -79,7 +79,8 @@ class Block {
     owned_ = fd < 0;
     fd_ = owned_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : fd;
     offset_ = offset;
-    data_ = pool_.take([] { return std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding); });
+    data_ = pool_.take(
+        [] { return std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding); });
     return fd_ >= 0 && refill(0);
   }
 
@@ -308,7 +309,8 @@ struct FilePair {
 
 // One pair's shared prefix, if it has a step.
 std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size,
-                                 const StepWindow& window, BufferPool& pool, Pool<Parsing>& parsings) {
+                                 const StepWindow& window, BufferPool& pool,
+                                 Pool<Parsing>& parsings) {
   Block a(pool), b(pool);
   if (!a.open(pair.path_a, pair.fd_a, pair.start_a.offset) ||
       !b.open(pair.path_b, pair.fd_b, pair.start_b.offset))
