@@ -46,6 +46,7 @@ if [ -n "$baseline" ]; then
   baseline=$(cd "$(dirname "$baseline")" && pwd)/$(basename "$baseline")
 fi
 command -v strace >/dev/null || { echo "many_files.sh: strace is needed (apt-get install strace)" >&2; exit 2; }
+[ "$ranks" -ge 2 ] 2>/dev/null || { echo "many_files.sh: --ranks needs a number >= 2" >&2; exit 2; }
 steps=20
 div_step=15
 div_rank=$((ranks / 2 + 1))
