@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(meson ninja-build g++ pkg-config libcli11-dev libspdlog-dev nlohmann-json3-dev
           libxxhash-dev catch2 libsimdjson-dev python3 python3-jsonschema jq bc
           time   # /usr/bin/time: peak RSS in tests/e2e/watch_scale.sh and bad_long_line.sh
+          strace # system calls counted in tests/e2e/diff_many_files.sh and tools/bench/many_files.sh
           ccache         # rebuilds of unchanged sources come from its cache (tools/test.sh)
           python3-torch  # python3-torch: dtrace_torch and its tests (tests/e2e/torch_*)
           python3-numpy  # the dtrace package's NumPy example and tests (e2e/python_recorder)

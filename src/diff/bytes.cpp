@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "log/intern.hpp"
@@ -26,20 +27,60 @@ namespace {
 // (the reader takes it from there).
 constexpr std::size_t kBlock = 1u << 20;
 
+// What a scan needs per file but keeps from pair to pair (its thread's next
+// pair takes it): at thousands of small files, one of each per file was much
+// of the stage. Taken and given back under a lock, a few times per file.
+template <class T>
+class Pool {
+ public:
+  template <class Make>
+  std::unique_ptr<T> take(Make make) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        auto item = std::move(free_.back());
+        free_.pop_back();
+        return item;
+      }
+    }
+    return make();
+  }
+  void give(std::unique_ptr<T> item) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(item));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<T>> free_;
+};
+
+// Blocks' buffers: a block (1 MiB) is above glibc's mmap threshold, which the
+// CLI's M_TRIM_THRESHOLD (cli.cpp) holds at 128 KiB, so a buffer per file was
+// an mmap and an munmap per file (8,192 of each in a diff of 4,096 rank files
+// a side). The stage's threads hold two each.
+using BufferPool = Pool<char[]>;
+
 // One file of a pair, read from an offset in blocks.
 class Block {
  public:
-  Block() = default;
+  explicit Block(BufferPool& pool) : pool_(pool) {}
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
   ~Block() {
-    if (fd_ >= 0) ::close(fd_);
+    if (owned_) ::close(fd_);
+    if (data_ != nullptr) pool_.give(std::move(data_));
   }
 
-  bool open(const std::string& path, std::uint64_t offset) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // `fd`: the reader's descriptor of the file (RunReader::descriptor), read
+  // with pread beside it; -1 (a run past the descriptor budget, whose reader
+  // closes files between visits): the file is opened here.
+  bool open(const std::string& path, int fd, std::uint64_t offset) {
+    owned_ = fd < 0;
+    fd_ = owned_ ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : fd;
     offset_ = offset;
-    data_ = std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding);
+    data_ = pool_.take(
+        [] { return std::make_unique_for_overwrite<char[]>(kBlock + log::kLinePadding); });
     return fd_ >= 0 && refill(0);
   }
 
@@ -53,7 +94,11 @@ class Block {
           ::pread(fd_, data_.get() + size_, kBlock - size_, static_cast<off_t>(offset_));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return false;
-      if (got == 0) eof_ = true;
+      // A regular file reads short only at its end: no second read to be
+      // told so (one system call per file of thousands). Were it written on
+      // meanwhile, the prefix is only shorter: the reader, resuming at its
+      // end, reads on to the file's end.
+      if (static_cast<std::size_t>(got) < kBlock - size_) eof_ = true;
       size_ += static_cast<std::size_t>(got);
       offset_ += static_cast<std::uint64_t>(got);
     }
@@ -66,7 +111,9 @@ class Block {
   bool eof() const { return eof_; }
 
  private:
+  BufferPool& pool_;
   int fd_ = -1;
+  bool owned_ = false;
   std::uint64_t offset_ = 0;
   std::unique_ptr<char[]> data_;
   std::size_t size_ = 0;
@@ -86,11 +133,30 @@ std::size_t shared_length(const Block& a, std::size_t pa, const Block& b, std::s
   return i;
 }
 
+// A scan's parsers, kept from file to file like the reader's own, which reads
+// every file of a run with one parser: a template CanonicalLines learned from
+// one file's line serves the lines of the same identity in the next file
+// (the bytes after the head, which names step and rank, are the same), and
+// the parser keeps its buffers, so a small file's first step is not all
+// parsed in full and allocated anew.
+struct Parsing {
+  log::LineParser parser;
+  log::CanonicalLines canonical;
+  log::Intern intern;
+  log::ParsedLine parsed, other;
+};
+
 // One side's lines of a shared prefix, checked as bytes.hpp says, step by step.
 class StepChecker {
  public:
-  StepChecker(std::int64_t world_size, const StepWindow& window)
-      : world_size_(world_size), window_(window) {}
+  StepChecker(std::int64_t world_size, const StepWindow& window, Parsing& parsing)
+      : world_size_(world_size),
+        window_(window),
+        parser_(parsing.parser),
+        canonical_(parsing.canonical),
+        intern_(parsing.intern),
+        parsed_(parsing.parsed),
+        other_(parsing.other) {}
 
   enum class Line { record, step_end, refused };
 
@@ -222,10 +288,10 @@ class StepChecker {
 
   std::int64_t world_size_;
   StepWindow window_;
-  log::LineParser parser_;
-  log::CanonicalLines canonical_;
-  log::Intern intern_;
-  log::ParsedLine parsed_, other_;
+  log::LineParser& parser_;
+  log::CanonicalLines& canonical_;
+  log::Intern& intern_;
+  log::ParsedLine &parsed_, &other_;
   bool in_step_ = false, have_step_ = false;
   std::int64_t step_ = 0, last_step_ = 0, rank_ = -1;
   std::int64_t step_records_ = 0, step_compared_ = 0;
@@ -237,16 +303,25 @@ class StepChecker {
 struct FilePair {
   std::size_t file_a = 0, file_b = 0;
   std::string path_a, path_b;
+  int fd_a = -1, fd_b = -1;  // the readers' descriptors (RunReader::descriptor)
   log::RunReader::Position start_a, start_b;
 };
 
 // One pair's shared prefix, if it has a step.
 std::optional<SharedPrefix> scan(const FilePair& pair, std::int64_t world_size,
-                                 const StepWindow& window) {
-  Block a, b;
-  if (!a.open(pair.path_a, pair.start_a.offset) || !b.open(pair.path_b, pair.start_b.offset))
+                                 const StepWindow& window, BufferPool& pool,
+                                 Pool<Parsing>& parsings) {
+  Block a(pool), b(pool);
+  if (!a.open(pair.path_a, pair.fd_a, pair.start_a.offset) ||
+      !b.open(pair.path_b, pair.fd_b, pair.start_b.offset))
     return std::nullopt;
-  StepChecker checker(world_size, window);
+  std::unique_ptr<Parsing> parsing = parsings.take([] { return std::make_unique<Parsing>(); });
+  struct GiveBack {
+    Pool<Parsing>& pool;
+    std::unique_ptr<Parsing>& item;
+    ~GiveBack() { pool.give(std::move(item)); }
+  } give_back{parsings, parsing};
+  StepChecker checker(world_size, window, *parsing);
   std::uint64_t before_a = 0, before_b = 0;  // bytes of each file dropped from its block's front
   std::uint64_t lines = 0;
   std::uint64_t prefix_a = 0, prefix_b = 0, prefix_lines = 0;  // up to the last step's end
@@ -319,7 +394,8 @@ std::vector<FilePair> pair_files(const log::RunReader& a, const log::RunReader& 
   namespace fs = std::filesystem;
   std::vector<FilePair> pairs;
   auto add = [&](std::size_t i, std::size_t j) {
-    pairs.push_back({i, j, a.files()[i], b.files()[j], a.records_start(i), b.records_start(j)});
+    pairs.push_back({i, j, a.files()[i], b.files()[j], a.descriptor(i), b.descriptor(j),
+                     a.records_start(i), b.records_start(j)});
   };
   if (a.files().size() == 1 && b.files().size() == 1) {
     add(0, 0);
@@ -348,8 +424,11 @@ std::vector<SharedPrefix> shared_prefixes(const log::RunReader& a, const log::Ru
   std::vector<std::optional<SharedPrefix>> found(pairs.size());
   for (const SharedPrefix& v : vouched) found.emplace_back(v);
   // Pairs are independent: two threads, as diff's two readers use two cores.
-  for_each_index(pairs.size(), 2,
-                 [&](std::size_t k) { found[k] = scan(pairs[k], a.world_size(), window); });
+  BufferPool pool;
+  Pool<Parsing> parsings;
+  for_each_index(pairs.size(), 2, [&](std::size_t k) {
+    found[k] = scan(pairs[k], a.world_size(), window, pool, parsings);
+  });
   std::map<std::int32_t, int> holders;
   for (const auto& p : found) {
     if (p) ++holders[p->rank];

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -420,6 +422,12 @@ void in_parallel(std::size_t n, Work&& work) {
   for_each_index(n, std::max(64u, 2 * std::thread::hardware_concurrency()), work);
 }
 
+// Why a file without a rank declaration cannot be searched.
+std::string undeclared(const std::string& file) {
+  return file + ": its header does not declare that it holds one rank (field 'rank', "
+                "dtrace-fp(5); an older recorder, or a file ranks share)";
+}
+
 // Which rank each file of a run holds, one file per rank. A file is searched
 // only when its header declares that it holds one rank in step order (field
 // `rank`, dtrace-fp(5), what the recorder writes): the steps its chains vouch
@@ -432,8 +440,7 @@ RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<lo
   const auto& files = reader.files();
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (!reader.headers()[i].rank) {
-      out.problem = files[i] + ": its header does not declare that it holds one rank (field 'rank', "
-                    "dtrace-fp(5); an older recorder, or a file ranks share)";
+      out.problem = undeclared(files[i]);
       return out;
     }
   }
@@ -477,12 +484,47 @@ RankFiles rank_files(const log::RunReader& reader, char side, std::shared_ptr<lo
 
 // Whether a run's first file ends with a chained end record: a run written
 // without chains (an older recorder) is diffed as always, with nothing said.
-bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> intern) {
-  if (reader.files().empty()) return false;
-  auto file = RankFile::open(reader.files().front(), 0, std::move(intern));
+bool carries_chains(const std::string& first_file, std::shared_ptr<log::Intern> intern) {
+  auto file = RankFile::open(first_file, 0, std::move(intern));
   if (!file) return false;
   auto last = (*file)->last_line();
   return last && *last && (*last)->end_record() && (*last)->parsed.chain.has_value();
+}
+
+bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> intern) {
+  if (reader.files().empty()) return false;
+  return carries_chains(reader.files().front(), std::move(intern));
+}
+
+// A run's first file, looked at before every file's header is read: the
+// headers' pass below opens and reads every file of both runs (which the
+// streaming diff opens again), yet what it decides first comes from each
+// run's first file alone (its header, whether it carries chains), and when
+// that decides against searching, two small reads answer (issue 41: 4,096
+// rank files a side without chains, or without rank declarations). Known
+// only when that file is the one the reader takes first: its first line a
+// header, ended by a newline; anything else (a byte-order mark, a blank first
+// line, a header cut short, no file) is left to the reader's pass, so the
+// outcome is the one that pass gives.
+struct FirstFile {
+  std::string path;
+  log::Header header;
+  bool chains = false;
+};
+
+std::optional<FirstFile> first_file(const std::string& run, std::shared_ptr<log::Intern> intern) {
+  auto files = log::list_run_files(run);
+  if (!files) return std::nullopt;
+  FirstFile first;
+  first.path = files->front();
+  std::ifstream in(first.path, std::ios::binary);
+  std::string line;
+  if (!std::getline(in, line) || in.eof()) return std::nullopt;
+  auto header = log::parse_header(line);
+  if (!header) return std::nullopt;
+  first.header = std::move(*header);
+  first.chains = carries_chains(first.path, std::move(intern));
+  return first;
 }
 
 }  // namespace
@@ -490,6 +532,23 @@ bool carries_chains(const log::RunReader& reader, std::shared_ptr<log::Intern> i
 SearchOutcome search_diff(const std::string& run_a, const std::string& run_b, const StepWindow& window) {
   SearchOutcome outcome;
   auto intern = std::make_shared<log::Intern>();
+  // The checks after the headers' pass, in their order, made before it where
+  // the runs' first files decide them (first_file). Those that return no
+  // fallback return what that pass returns when a run cannot be read, too
+  // (the streaming diff then reports the error, or the runs' difference).
+  if (auto fa = first_file(run_a, intern), fb = first_file(run_b, intern); fa && fb) {
+    if (fa->header.hash != fb->header.hash || fa->header.world_size != fb->header.world_size) return outcome;
+    if (!fa->chains && !fb->chains) return outcome;
+    if (fa->header.level != fb->header.level) {
+      outcome.fallback = "the runs were recorded at different levels";
+      return outcome;
+    }
+    // rank_files' first check, on run A's first file.
+    if (!fa->header.rank) {
+      outcome.fallback = undeclared(fa->path);
+      return outcome;
+    }
+  }
   // Headers only: a small read per file, not the streaming reader's
   // read-ahead, and no descriptor kept (the search opens the files itself).
   log::ReadLimits headers_only;

@@ -94,6 +94,13 @@ class RunReader {
   // skipping.
   bool prefix_contradicted() const { return prefix_contradicted_; }
 
+  // File `file`'s descriptor while the reader keeps it open between visits
+  // (runs within ReadLimits::descriptors), for reads beside the reader's own
+  // (pread only: the reader never seeks); -1 when it is closed. Valid until
+  // the first next(). diff's byte stage reads through it, so a diff opens
+  // each file once (issue 41).
+  int descriptor(std::size_t file) const;
+
   // "FILE:LINE" of a record, for messages.
   std::string location(const Record& record) const;
 

@@ -14,9 +14,13 @@
 // each rank file depends only on the arguments and its rank, so a large run
 // is written by several processes at once, and the files two runs share
 // byte for byte can be copied instead of written twice (tools/bench/search.sh).
+// --undeclared leaves the header's rank declaration out, as older recorders
+// and hand-made logs do: the search diff then does not apply (it needs each
+// file held to one declared rank), and the streaming diff reads every file
+// (tools/bench/many_files.sh).
 //
 //   make_run DIR --ranks 8 --steps 100 --layers 24 [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT]
-//            [--only FIRST:LAST]
+//            [--only FIRST:LAST] [--undeclared]
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -43,7 +47,7 @@ long arg_value(int& i, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT] [--only FIRST:LAST]\n");
+    std::fprintf(stderr, "usage: make_run DIR [--ranks R] [--steps S] [--layers L] [--records N] [--diverge STEP:RANK:SEQ] [--chain] [--timing SALT] [--only FIRST:LAST] [--undeclared]\n");
     return 2;
   }
   std::string dir = argv[1];
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
   long records = 0;  // 0: every layer record
   long div_step = -1, div_rank = -1, div_seq = -1;
   bool chain = false;
+  bool declared = true;  // --undeclared: no rank in the header
   long timing = -1;  // -1: no timing record; else the run's salt for its step_seconds values
   long only_first = 0, only_last = -1;  // --only: the ranks whose files are written (-1: to the last)
   for (int i = 2; i < argc; ++i) {
@@ -59,6 +64,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--layers")) layers = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--records")) records = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--chain")) chain = true;
+    else if (!std::strcmp(argv[i], "--undeclared")) declared = false;
     else if (!std::strcmp(argv[i], "--timing")) timing = arg_value(i, argc, argv);
     else if (!std::strcmp(argv[i], "--diverge") && i + 1 < argc) {
       if (std::sscanf(argv[++i], "%ld:%ld:%ld", &div_step, &div_rank, &div_seq) != 3) return 2;
@@ -90,7 +96,8 @@ int main(int argc, char** argv) {
     h.level = "layer";
     h.env = {{"NCCL_ALGO", "Ring"}, {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}};
     h.config = {{"layers", layers}, {"generator", "tools/bench/make_run"}};
-    h.rank = static_cast<std::int32_t>(r);  // one rank per file, in step order, as the recorder writes
+    // One rank per file, in step order, as the recorder writes.
+    if (declared) h.rank = static_cast<std::int32_t>(r);
     writer->header(h);
     dtrace::log::ChainHasher chainer;
     std::uint64_t previous = 0;
