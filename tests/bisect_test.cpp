@@ -1043,6 +1043,11 @@ TEST_CASE("bisect launches the requests a session declines, and keeps the sessio
     if (r.launches[i].session) sessions.push_back(i);
   }
   REQUIRE(sessions.size() == 2);
+  // B's session started with A's, before A's first request was answered: the
+  // two start-ups overlap (issue 41).
+  CHECK(sessions == std::vector<std::size_t>{0, 1});
+  CHECK(r.launches[0].side == 'A');
+  CHECK(r.launches[1].side == 'B');
   for (std::size_t i : sessions) CHECK(r.launches[i].requests == 4);
   REQUIRE(r.launches.size() == 10);
   std::map<char, int> requests;
