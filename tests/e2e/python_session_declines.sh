@@ -22,15 +22,16 @@ record() {
 
 record a 1 "$PYTHON" "$EXAMPLE" --decline-steps all
 record b 2 "$PYTHON" "$EXAMPLE" --decline-steps all
-run_dtrace 0 bisect --trust --json a b
-# The culprit of the same bisect without declines (e2e/python_recorder).
+run_dtrace 0 bisect --trust --first --json a b
+# The culprit of the same bisect without declines (e2e/python_recorder); the
+# first alone (--first): the culprit search's later step requests would be declined too.
 json_is verdict '"named"'
 json_is culprit.op '"gemm"'
 json_is culprit.scope '"fwd/layer.1"'
 json_is culprit.rank 0
 json_true '"reduction order" in d["evidence"]["reading"]'
 json_is replay_mode '"sessions"'
-json_is schema_version '"1.5"'
+json_is schema_version '"1.6"'
 # One session per side; every step replay after its first (the capture
 # stage's) launched, naming its session's request and the reason.
 json_true '[l["side"] for l in d["launches"] if l["session"]] == ["A", "B"]'
@@ -45,11 +46,11 @@ json_true '[r["stage"] for r in d["replays"] if r["via"] == "request" and r["sid
 json_true 'all(r["exit"] == 0 for r in d["replays"])'
 err_has "run A's replay session declined request 1 ($REASON): launched instead"
 # The text report says it too.
-run_dtrace 0 bisect --trust a b
+run_dtrace 0 bisect --trust --first a b
 out_has "launched, session 1 declined request 1 ($REASON): "
 out_has "(1 declined, launched)"
 # The Python documents read the new field.
-run_dtrace 0 bisect --trust --json a b
+run_dtrace 0 bisect --trust --first --json a b
 "$PYTHON" - "$OUT" "$REASON" <<'PY' || fail "dtrace.documents does not read launches' declined"
 import json, sys
 from dtrace import documents
