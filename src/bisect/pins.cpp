@@ -74,29 +74,15 @@ Result<int> write_capture(const ByRank& chosen, const log::Header& header, std::
 }
 
 // Every rank's complete step `step` of a capture, read whole.
-struct CaptureSteps {
-  std::unique_ptr<log::RunReader> reader;
-  std::vector<log::Step> steps;
-};
-Result<CaptureSteps> read_capture_step(const std::string& capture, std::int64_t step) {
-  auto reader = log::RunReader::open(capture);
-  if (!reader) return reader.error();
-  CaptureSteps out;
-  while (true) {
-    auto next = (*reader)->next();
-    if (!next) return next.error();
-    if (!*next) break;
-    if ((*next)->step == step && (*next)->status == log::StepStatus::complete) out.steps.push_back(std::move(**next));
-  }
-  out.reader = std::move(*reader);
-  return out;
+Result<LoadedSteps> read_capture_step(const std::string& capture, std::int64_t step) {
+  return load_steps_where(capture, [step](const log::Step& s) { return s.step == step; });
 }
 
 }  // namespace
 
 Result<int> write_step_pins(const std::vector<Pin>& pins, std::int64_t step, const std::string& dir) {
   // Each pin's capture read once; the readers kept while the records are written.
-  std::map<std::string, CaptureSteps> captures;
+  std::map<std::string, LoadedSteps> captures;
   ByRank chosen;
   std::optional<log::Header> header;
   for (const Pin& p : pins) {
@@ -105,7 +91,7 @@ Result<int> write_step_pins(const std::vector<Pin>& pins, std::int64_t step, con
       if (!read) return read.error();
       captures.emplace(p.capture, std::move(*read));
     }
-    const CaptureSteps& c = captures.at(p.capture);
+    const LoadedSteps& c = captures.at(p.capture);
     if (!header) header = c.reader->header();
     for (const log::Step& st : c.steps) {
       for (const log::Record& r : st.records) {
@@ -152,17 +138,10 @@ Result<int> write_isolation_pins(const std::vector<Pin>& pins, const std::string
 Result<void> check_pins_taken(const std::string& who, const std::string& out, const std::string& pins,
                               std::int32_t rank, bool repetitions) {
   // What was asked: the pin capture's records of the rank.
+  auto asked = load_steps(pins, rank);
+  if (!asked) return asked.error();
   int expected = 0;
-  {
-    auto reader = log::RunReader::open(pins);
-    if (!reader) return reader.error();
-    while (true) {
-      auto next = (*reader)->next();
-      if (!next) return next.error();
-      if (!*next) break;
-      if ((*next)->rank == rank) expected += static_cast<int>((*next)->records.size());
-    }
-  }
+  for (const log::Step& st : asked->steps) expected += static_cast<int>(st.records.size());
   if (expected == 0) return {};
   const fs::path ack = fs::path(out) / ("rank" + n(rank) + ".pins");
   const std::string refused = who + ": the workload announces dtrace-replay/1.3 but did not take the pins "

@@ -386,6 +386,10 @@ Result<std::optional<LoadedStep>> load_step(const std::string& path, std::int32_
 }
 
 Result<LoadedSteps> load_steps(const std::string& path, std::int32_t rank) {
+  return load_steps_where(path, [rank](const log::Step& step) { return step.rank == rank; });
+}
+
+Result<LoadedSteps> load_steps_where(const std::string& path, const std::function<bool(const log::Step&)>& keep) {
   auto reader = log::RunReader::open(path);
   if (!reader) return reader.error();
   LoadedSteps out;
@@ -393,12 +397,12 @@ Result<LoadedSteps> load_steps(const std::string& path, std::int32_t rank) {
     auto next = (*reader)->next();
     if (!next) return next.error();
     if (!*next) break;
-    if ((*next)->rank == rank && (*next)->status == log::StepStatus::complete) {
+    if ((*next)->status == log::StepStatus::complete && keep(**next)) {
       out.steps.push_back(std::move(**next));
     }
   }
-  std::sort(out.steps.begin(), out.steps.end(),
-            [](const log::Step& x, const log::Step& y) { return x.step < y.step; });
+  std::stable_sort(out.steps.begin(), out.steps.end(),
+                   [](const log::Step& x, const log::Step& y) { return x.step < y.step; });
   out.reader = std::move(*reader);
   return out;
 }

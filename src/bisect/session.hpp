@@ -151,6 +151,9 @@ struct LoadedSteps {
   std::vector<log::Step> steps;
 };
 Result<LoadedSteps> load_steps(const std::string& path, std::int32_t rank);
+// Every complete step of a log that `keep` accepts, in the reader's order
+// (the steps of one number across ranks: a capture's, a pin capture's).
+Result<LoadedSteps> load_steps_where(const std::string& path, const std::function<bool(const log::Step&)>& keep);
 
 // Resolves both sides' commands from the runs' headers (or --replay), refuses
 // a command taken from a log without --trust, and reads the bisected step as

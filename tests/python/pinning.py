@@ -16,7 +16,11 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
+import unittest
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from unittest import mock
 
 Identity = Tuple[str, str, str, str, int]  # scope, op, io, name, occurrence
 
@@ -28,6 +32,37 @@ def clean_environment(**variables: str) -> Dict[str, str]:
            if not k.startswith(("DTRACE_", "PYTHON_DTRACE_", "TORCH_DTRACE_", "RANK", "WORLD_SIZE"))}
     env.update(variables)
     return env
+
+
+class Scratch(unittest.TestCase):
+    """A test in a directory of its own, under a clean environment
+    (clean_environment() plus environment()), whose programs run there."""
+
+    def environment(self) -> Dict[str, str]:
+        return {}
+
+    def setUp(self):
+        self._dir = tempfile.TemporaryDirectory()
+        self.dir = self._dir.name
+        self._env = mock.patch.dict(os.environ, clean_environment(**self.environment()), clear=True)
+        self._env.start()
+
+    def tearDown(self):
+        self._env.stop()
+        self._dir.cleanup()
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.dir, *parts)
+
+    def run_command(self, argv: Sequence[str], **env: str) -> str:
+        done = subprocess.run(list(argv), cwd=self.dir, env=clean_environment(**self.environment(), **env),
+                              capture_output=True, text=True, timeout=900)
+        self.assertEqual(done.returncode, 0, done.stderr[-4000:])
+        return done.stdout
+
+    def run_program(self, *argv: str) -> str:
+        """A Python program of this interpreter's."""
+        return self.run_command([sys.executable, *argv])
 
 
 def header(run_dir: str, rank: int = 0) -> dict:

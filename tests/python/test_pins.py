@@ -14,9 +14,7 @@ Run against the build's packages and libdtrace (PYTHONPATH=build/python)."""
 import ctypes
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
@@ -34,25 +32,7 @@ PROGRAM = os.path.join(HERE, "pin_program.py")
 NUMPYTRAIN = os.path.join(SOURCE_ROOT, "examples", "numpy", "numpytrain.py")
 
 
-class Scratch(unittest.TestCase):
-    def setUp(self):
-        self._dir = tempfile.TemporaryDirectory()
-        self.dir = self._dir.name
-        self._env = mock.patch.dict(os.environ, pinning.clean_environment(), clear=True)
-        self._env.start()
-
-    def tearDown(self):
-        self._env.stop()
-        self._dir.cleanup()
-
-    def path(self, *parts):
-        return os.path.join(self.dir, *parts)
-
-    def run_program(self, *argv):
-        done = subprocess.run([sys.executable, *argv], cwd=self.dir, env=pinning.clean_environment(),
-                              capture_output=True, text=True, timeout=300)
-        self.assertEqual(done.returncode, 0, done.stderr)
-        return done.stdout
+Scratch = pinning.Scratch
 
 
 class PinningNative:

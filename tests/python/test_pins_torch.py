@@ -19,10 +19,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import types
 import unittest
-from unittest import mock
 
 import torch
 
@@ -148,28 +146,11 @@ class DispatchPins(unittest.TestCase):
         self.assertEqual(total.item(), float((want * want).sum()))
 
 
-class Replays(unittest.TestCase):
+class Replays(pinning.Scratch):
     """The LM with two causes, pinned one after the other by hand."""
 
-    def setUp(self):
-        self._dir = tempfile.TemporaryDirectory()
-        self.dir = self._dir.name
-        self._env = mock.patch.dict(os.environ, pinning.clean_environment(
-            TORCHINDUCTOR_CACHE_DIR=os.path.join(self._dir.name, "inductor")), clear=True)
-        self._env.start()
-
-    def tearDown(self):
-        self._env.stop()
-        self._dir.cleanup()
-
-    def path(self, *parts):
-        return os.path.join(self.dir, *parts)
-
-    def run_command(self, argv, **env):
-        done = subprocess.run(argv, cwd=self.dir, env=pinning.clean_environment(**env), capture_output=True,
-                              text=True, timeout=900)
-        self.assertEqual(done.returncode, 0, done.stderr[-4000:])
-        return done.stdout
+    def environment(self):
+        return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(self._dir.name, "inductor")}
 
     def planted(self, program, *switches):
         lines = self.run_command([sys.executable, program, "--print-planted", *switches]).splitlines()

@@ -18,8 +18,6 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/dtrace-bench-bisect.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 printf '%-18s %12s %12s %8s %8s  %s\n' switch "replay (s)" "bisect (s)" ratio replays verdict
 for switch in atomic-bias-grad splitk autotune fused-ce uninit-pad allreduce-arrival; do

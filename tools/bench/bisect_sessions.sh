@@ -34,8 +34,6 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 export PYTHONPATH="$build/python"
 
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 # record WORKLOAD RANKS DIR SEED: one run, recorded at step level.
 record() {

@@ -29,8 +29,6 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/dtrace-bench-culprits.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 # record WORKLOAD PLANTS DIR SEED: one run of 2 steps, a checkpoint at each.
 record() {

@@ -29,8 +29,6 @@ dtrace="$build/dtrace"
 make_run="$build/tools/bench/make_run"
 shapes=${SHAPES:-layer small}
 
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 # bench SHAPE STEPS DIVERGE_SEQ [make_run options...]
 bench() {

@@ -73,8 +73,6 @@ cd "$work"
 files=(a/*.jsonl b/*.jsonl)
 bytes=$(du -cb --apparent-size a b | tail -n1 | cut -f1)
 
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 # diff_checked NAME DTRACE: one diff, its report checked (exit 1, the planted divergence first).
 diff_checked() {

@@ -41,8 +41,6 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/dtrace-bench-record.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 # train ROW STEPS DIR: one run of ROW's command for STEPS steps (into DIR when
 # it records). Only the explicit rows see PYTHONPATH: dtrace record sets its own.

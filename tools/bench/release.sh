@@ -6,6 +6,8 @@
 #                       the TARGETs, when named), and refuses a DIR of another
 #                       build type rather than measure it.
 #   build_type DIR      prints DIR's meson build type.
+#   now                 the time in seconds, to the nanosecond (date +%s.%N).
+#   median              the median of the numbers on stdin, one per line.
 build_type() {
   meson introspect --buildoptions "$1" |
     python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))'
@@ -26,3 +28,6 @@ release_build() {
   fi
   meson compile -C "$dir" "$@" >/dev/null
 }
+
+now() { date +%s.%N; }
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
