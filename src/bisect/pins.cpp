@@ -7,6 +7,7 @@
 // the code that reads DTRACE_INPUTS. It holds, for each rank, one step whose
 // records are the pinned calls' out records, in the order the workload will
 // ask for them: a record's occurrence is then the call the workload counts.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -31,6 +32,12 @@ bool is_pinned(const std::vector<Pin>& pins, const log::Record& r) {
     if (r.scope == p.scope && r.op == p.op) return true;
   }
   return false;
+}
+
+// A scope inside `layer` (or the layer's own): fwd/layer.1/mlp is inside
+// fwd/layer.1, fwd/layer.10 is not.
+bool inside(std::string_view scope, std::string_view layer) {
+  return scope.starts_with(layer) && (scope.size() == layer.size() || scope[layer.size()] == '/');
 }
 
 // The records to pin, by rank, each with the capture its bytes are in.
@@ -112,23 +119,27 @@ Result<int> write_isolation_pins(const std::vector<Pin>& pins, const std::string
   if (!read) return read.error();
   ByRank chosen;
   for (const log::Step& st : read->steps) {
-    // The isolated call of the layer spans its own records of that call,
-    // first in to last out: the pinned calls between them are the ones each
-    // repetition runs, counted from its first.
+    // A layer called once in the step: every pinned call inside its scope is
+    // in that call. Called several times (micro-batches), the isolated call
+    // spans its own records of that call, first in to last out, and the
+    // pinned calls between them are the ones each repetition runs, counted
+    // from its first. (A backward layer may record its in and out together
+    // after its ops ran: then only the first rule can see its pinned calls.)
     std::int64_t first = -1, last = -1;
+    int calls = 0;
     std::map<std::pair<std::string_view, std::string_view>, int> per_name;  // (io, name) -> occurrence
     for (const log::Record& r : st.records) {
       if (r.scope != layer.scope || r.op != layer.op) continue;
       const int occurrence = per_name[{r.io_text, r.name}]++;
+      calls = std::max(calls, occurrence + 1);
       if (occurrence != layer.occurrence) continue;
       if (first < 0) first = r.seq;
       last = r.seq;
     }
     if (first < 0) continue;
     for (const log::Record& r : st.records) {
-      if (r.seq > first && r.seq < last && r.scope.starts_with(layer.scope) && is_pinned(pins, r)) {
-        chosen[st.rank].push_back({&r, capture});
-      }
+      const bool in_call = calls == 1 || (r.seq > first && r.seq < last);
+      if (in_call && inside(r.scope, layer.scope) && is_pinned(pins, r)) chosen[st.rank].push_back({&r, capture});
     }
   }
   if (chosen.empty()) return 0;
