@@ -140,6 +140,9 @@ class Words:
                 array("I").itemsize != 4:
             return None
         header = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
+        base = next((t for t in type(inst).__mro__ if t.__module__ == "_random"), None)
+        if base is None or base.__basicsize__ < header + 4 * (MT_WORDS + 1):
+            return None  # not the object this layout describes: nothing read from it
         words = cls(inst, id(inst) + header, words_first=False)
         _, state, _ = inst.getstate()
         return words if tuple(words.state(words.read())) == state else None

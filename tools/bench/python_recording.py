@@ -20,8 +20,8 @@ which a machine shared with other jobs blurs less than wall time) and its wall
 time. Per workload and level it reports the median plain and recorded step, the
 overhead (recorded - plain) in ms and in percent of the plain step, and what
 hashing the step's recorded bytes costs by itself (dtrace_fingerprint_host of
-each state and batch array, the records step level writes, timed in the same
-worker): what the issue asks step level to cost, plus a few microseconds. The
+each state and batch array, the records step level writes, each time right
+after a plain step, timed in the same worker): what the issue asks step level to cost, plus a few microseconds. The
 figures printed are the medians over the rounds of each arm.
 
     /usr/bin/python3 tools/bench/python_recording.py [--build build-release]
@@ -168,12 +168,16 @@ def torch_workload():
     return recorder, step, hashed
 
 
-def hash_seconds(arrays):
-    """CPU seconds libdtrace takes to hash these arrays' bytes, one call each
-    (the median of 21): what recording them can cost at the least."""
+def hash_seconds(step, hashed, first):
+    """CPU seconds libdtrace takes to hash the arrays a step records at step
+    level (the state and the batch), one call each, right after a plain step
+    (so with the caches as a step leaves them), the median of 21: what
+    recording them costs at the least."""
     from dtrace import capi
     times = []
-    for _ in range(21):
+    for k in range(21):
+        step(None, first + k)
+        arrays = hashed()
         c = time.process_time()
         for a in arrays:
             capi.fingerprint_host(a.ctypes.data, a.nbytes)
@@ -190,7 +194,7 @@ def worker(args) -> int:
             recorder, step, hashed = numpy_workload(NUMPY_SIZES[name])
         for _ in range(3):
             step(None, 0)
-        hash_s, hash_bytes = hash_seconds(hashed())
+        hash_s, hash_bytes = hash_seconds(step, hashed, 0)
         for level in args.levels.split(","):
             cpu = {"plain": [], "recorded": []}
             wall = {"plain": [], "recorded": []}
