@@ -309,6 +309,17 @@ class Native:
             self._lib.dtrace_recorder_close(handle)
             self._h = None
             raise RecorderError(message)
+        # What the request fixes for the recorder's life, asked once: the level
+        # in force (level_in_force; wants() answers False above it without
+        # crossing into C)
+        # and whether anything is captured at all (captures()).
+        self.level_in_force = self._level = self.level()
+        self._may_capture = self.capture_dir() is not None
+        # The scope set_scope() names, and the one it pushed to libdtrace: the
+        # push waits until something that reads the scope is called (_sync).
+        self._scope: Optional[str] = None
+        self._pushed: Optional[str] = None
+        self._stale = False
 
     def _message(self, code: int) -> str:
         text = _s(self._lib.dtrace_recorder_last_error(self._h)) if self._h else ""
@@ -325,10 +336,20 @@ class Native:
 
     # The request and the level in force.
     def level(self) -> int: return self._get(self._lib.dtrace_recorder_level, _c.c_int32)
-    def captures(self) -> bool: return bool(self._get(self._lib.dtrace_recorder_captures, _c.c_int32))
+
+    def captures(self) -> bool:
+        if not self._may_capture:
+            return False
+        if self._stale:
+            self._sync()
+        return bool(self._get(self._lib.dtrace_recorder_captures, _c.c_int32))
     def is_replay(self) -> bool: return bool(self._get(self._lib.dtrace_recorder_is_replay, _c.c_int32))
 
     def wants(self, level: int) -> bool:
+        if self._level < level <= LEVEL_KERNEL:  # never, whatever the scope and step (recorder.h)
+            return False
+        if self._stale:
+            self._sync()
         out = _c.c_int32()
         self._check(self._lib.dtrace_recorder_wants(self._h, level, _c.byref(out)))
         return bool(out.value)
@@ -357,9 +378,42 @@ class Native:
     def checkpoint_dir(self) -> Optional[str]: return _s(self._get(self._lib.dtrace_recorder_checkpoint_dir, _c.c_char_p))
 
     # Scopes and steps.
-    def push_scope(self, part: str) -> None: self._check(self._lib.dtrace_recorder_push_scope(self._h, part.encode()))
-    def pop_scope(self) -> None: self._check(self._lib.dtrace_recorder_pop_scope(self._h))
-    def current_scope(self) -> str: return _s(self._get(self._lib.dtrace_recorder_current_scope, _c.c_char_p))
+    def set_scope(self, path: Optional[str]) -> None:
+        """Records inside scope `path` (a whole path, fwd/layer.1; None: the
+        scope below it) from now on, as pop_scope() of the last path set and
+        push_scope(path) would, but without crossing into C: the push waits
+        until a call that reads the scope (a record, wants, captures, pinned,
+        current_scope, push_scope, pop_scope), so a scope inside which nothing
+        is recorded at the level in force costs no C call. libdtrace's scope
+        is right whenever it is read, and its status line's progress
+        (dtrace-fp(5), "running PID STEP SEQ", refreshed by each push) is
+        refreshed when a record is written in a scope newly entered."""
+        self._scope = path
+        self._stale = path != self._pushed
+
+    def _sync(self) -> None:
+        """Pushes the scope set_scope() named (popping the one it pushed before)."""
+        pushed, self._pushed, self._stale = self._pushed, self._scope, False
+        if pushed is not None:
+            self._check(self._lib.dtrace_recorder_pop_scope(self._h))
+        if self._scope is not None:
+            self._check(self._lib.dtrace_recorder_push_scope(self._h, self._scope.encode()))
+
+    def push_scope(self, part: str) -> None:
+        if self._stale:
+            self._sync()
+        self._check(self._lib.dtrace_recorder_push_scope(self._h, part.encode()))
+
+    def pop_scope(self) -> None:
+        if self._stale:
+            self._sync()
+        self._check(self._lib.dtrace_recorder_pop_scope(self._h))
+
+    def current_scope(self) -> str:
+        if self._stale:
+            self._sync()
+        return _s(self._get(self._lib.dtrace_recorder_current_scope, _c.c_char_p))
+
     def begin_step(self, step: int) -> None: self._check(self._lib.dtrace_recorder_begin_step(self._h, step))
     def end_step(self) -> None: self._check(self._lib.dtrace_recorder_end_step(self._h))
     def discard_step(self) -> None: self._check(self._lib.dtrace_recorder_discard_step(self._h))
@@ -378,6 +432,8 @@ class Native:
                 self._dims.clear()
                 self._text.clear()
             dims = self._dims[shape] = (_c.c_int64 * max(1, len(shape)))(*shape)
+        if self._stale:
+            self._sync()
         text = self._text
         op_b = text.get(op) or text.setdefault(op, op.encode())
         name_b = text.get(name) or text.setdefault(name, name.encode())
@@ -393,8 +449,14 @@ class Native:
             self._check(code)
 
     def scalar(self, level: int, op: str, io: int, name: str, dtype: str, bits: int, value: float) -> None:
-        self._check(self._lib.dtrace_recorder_scalar(self._h, level, op.encode(), io, name.encode(),
-                                                     dtype.encode(), bits, value))
+        if self._stale:
+            self._sync()
+        text = self._text  # the names of tensor(), made once
+        code = self._lib.dtrace_recorder_scalar(self._h, level, text.get(op) or text.setdefault(op, op.encode()), io,
+                                                text.get(name) or text.setdefault(name, name.encode()),
+                                                text.get(dtype) or text.setdefault(dtype, dtype.encode()), bits, value)
+        if code:
+            self._check(code)
 
     # Captures (isolation).
     def captured(self) -> List[dict]:
@@ -432,6 +494,8 @@ class Native:
         """Asks whether this call's output `name` of `op` in the current scope is
         pinned; if so its pinned bytes (exactly nbytes) are written at address
         and True is returned. Ask once per output of every call (recorder.h)."""
+        if self._stale:
+            self._sync()
         flag = _c.c_int32()
         self._check(self._lib.dtrace_recorder_pinned(self._h, op.encode(), name.encode(), _p(address or None),
                                                      nbytes, _c.byref(flag)))

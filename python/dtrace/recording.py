@@ -98,6 +98,33 @@ def replica_groups_text(replicas: Union[None, str, Sequence[Sequence[int]]]) -> 
     return ":".join(",".join(str(operator.index(r)) for r in group) for group in replicas)
 
 
+RECORD_IOS = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
+
+
+class Scope:
+    """`with rec.scope(part):` (Recorder.scope): the sink's scope while the
+    block runs. A plain object, not a generator's context manager: a step may
+    enter hundreds of them, most recording nothing at the level in force."""
+
+    __slots__ = ("rec", "part", "previous")
+
+    def __init__(self, rec: "Recorder", part: str):
+        self.rec, self.part, self.previous = rec, part, None
+
+    def __enter__(self) -> str:
+        sink = self.rec.sink
+        current = sink.scope if sink is not None else None
+        inner = self.part if current is None or current == "step" else f"{current}/{self.part}"
+        if sink is not None:
+            self.previous = sink.set_scope(inner)
+        return inner
+
+    def __exit__(self, *exc) -> None:
+        sink = self.rec.sink
+        if sink is not None:
+            sink.set_scope(self.previous)
+
+
 class Recorder:
     """Records one rank of a Python training program and answers dtrace's replays.
 
@@ -214,8 +241,9 @@ class Recorder:
         self._generators = Drawn()
         self.current_step: Optional[int] = None
         self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
-        # The recorder's own time inside steps (state, metrics), wall and CPU:
-        # what tools/bench reports at step level.
+        # The recorder's own time inside steps (state, batch, generators,
+        # metrics; not record(), where reading the clocks would cost more than
+        # most calls), wall and CPU: what tools/bench reports at step level.
         self.record_seconds = 0.0
         self.record_cpu_seconds = 0.0
         # Under DTRACE_SESSION each request opens its own recorder (steps());
@@ -434,8 +462,8 @@ class Recorder:
         with self._timed():
             self._record_state()
             self._generators.take()
-        if batch is not None:
-            self.batch(batch)
+            if batch is not None:
+                self._batch(batch)
         try:
             with self._step_context():
                 yield self
@@ -455,20 +483,14 @@ class Recorder:
         once per output recorded."""
         self.sink.pins = self.native.pins()
 
-    @contextlib.contextmanager
-    def scope(self, part: str):
+    def scope(self, part: str) -> "Scope":
         """Records inside scope <current>/<part> while the block runs (fwd,
-        layer.1, mlp: a layer is a scope, dtrace-fp(5) "Layers")."""
+        layer.1, mlp: a layer is a scope, dtrace-fp(5) "Layers"). `as` gives
+        the whole path. Entering and leaving one costs no call into libdtrace:
+        the scope reaches it when something is recorded inside (Sink.set_scope)."""
         if not part or "/" in part:
             raise ValueError(f"scope part {part!r}: empty, or has a '/' (enter one part at a time)")
-        current = self.sink.scope if self.sink is not None else None
-        inner = part if current in (None, "step") else f"{current}/{part}"
-        previous = self.sink.set_scope(inner) if self.sink is not None else None
-        try:
-            yield inner
-        finally:
-            if self.sink is not None:
-                self.sink.set_scope(previous)
+        return Scope(self, part)
 
     def wants(self, level: str) -> bool:
         """Whether records of `level` are taken here and now (the level in force,
@@ -493,19 +515,28 @@ class Recorder:
         replaced in what this returns, `values` with the pinned ones swapped
         (a Python number by the pinned number, another array by a new NumPy
         array). Returns `values` itself when nothing was pinned."""
-        ios = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
-        if io not in ios:
+        code = RECORD_IOS.get(io)
+        if code is None:
             raise ValueError(f"io={io!r}: not one of in, out, state")
-        if level not in capi.LEVELS:
+        lvl = capi.LEVELS.get(level)
+        if lvl is None:
             raise ValueError(f"level={level!r}: not one of step, layer, kernel")
-        with self._timed():
+        sink = self.sink
+        if sink is None or not sink.active:
+            return values
+        # Asked whatever the level in force: libdtrace counts every call.
+        if sink.pins and code == capi.IO_OUT and lvl == capi.LEVEL_KERNEL:
             items = list(values.items())
-            # Asked whatever the level in force: libdtrace counts every call.
-            if self.sink.pins and io == "out" and level == "kernel" and self.sink.active:
-                taken = self.sink.take_pins(op, items)
-                if any(new is not old for (_, new), (_, old) in zip(taken, items)):
-                    values, items = dict(taken), taken
-            self.sink.tensors_(capi.LEVELS[level], op, ios[io], items)
+            taken = sink.take_pins(op, items)
+            if any(new is not old for (_, new), (_, old) in zip(taken, items)):
+                values, items = dict(taken), taken
+            sink.tensors_(lvl, op, code, items)
+            return values
+        # A level above the one in force is never written (dtrace_recorder_wants):
+        # at step level most calls end here. Not timed (record_seconds): two
+        # clock reads cost more than such a call.
+        if lvl <= sink.native.level_in_force:
+            sink.tensors_(lvl, op, code, values.items())
         return values
 
     def metric(self, name: str, value: Any) -> None:
@@ -522,9 +553,12 @@ class Recorder:
         batch, batch.0, batch.<key>, ... Each call inside a step is one more
         occurrence (a micro-batch). A first difference there is the data, not a
         kernel (dtrace(1), bisect, verdict data)."""
-        previous = self.sink.set_scope("step")
         with self._timed():
-            self.sink.tensors_(capi.LEVEL_STEP, "batch", capi.IO_IN, self._flatten("batch", value))
+            self._batch(value)
+
+    def _batch(self, value: Any) -> None:
+        previous = self.sink.set_scope("step")
+        self.sink.tensors_(capi.LEVEL_STEP, "batch", capi.IO_IN, self._flatten("batch", value))
         self.sink.set_scope(previous)
 
     def _flatten(self, prefix: str, value: Any) -> List[Tuple[str, Any]]:

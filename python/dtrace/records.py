@@ -49,7 +49,9 @@ class Repr(bytes):
 class Sink:
     """Writes records through one libdtrace handle, keeping the scope libdtrace
     holds equal to the scope the caller names (whole paths such as
-    fwd/layer.1/mlp, not nested parts)."""
+    fwd/layer.1/mlp, not nested parts) whenever it is read: the scope is the
+    handle's set_scope(), which crosses into C only when something is recorded
+    or asked there (capi.Native.set_scope)."""
 
     def __init__(self, native: "capi.Native"):
         self.native = native
@@ -67,10 +69,7 @@ class Sink:
     def set_scope(self, scope: Optional[str]) -> Optional[str]:
         previous = self._scope
         if scope != previous:
-            if previous is not None:
-                self.native.pop_scope()
-            if scope is not None:
-                self.native.push_scope(scope)
+            self.native.set_scope(scope)
             self._scope = scope
         return previous
 
@@ -163,11 +162,17 @@ class Sink:
         """Records named arrays (all of one op and io) if libdtrace wants `level` here."""
         if not self.active or not items or not self.native.wants(level):
             return
-        capture = self.native.captures()
         views = [self._view_of(op, name, v) for name, v in items]
-        digests = self.device_digests(views) if any(v.device is not None for v in views) else None
+        if all(v.device is None for v in views):  # host arrays only, most records: the loop below without its cases
+            tensor = self.native.tensor
+            for (name, _), view in zip(items, views):
+                tensor(level, op, io, name, view.dtype, view.shape, view.address if view.nbytes else 0, view.nbytes)
+            self.tensors += len(views)
+            return
+        capture = self.native.captures()
+        digests = self.device_digests(views)
         for i, ((name, value), view) in enumerate(zip(items, views)):
-            digest = digests[i] if digests is not None else None
+            digest = digests[i]
             if view.device is not None and digest is None:  # no device code: hashed on the host
                 view = self.view(self.host_copy(value))
             if view.device is not None:
@@ -194,7 +199,11 @@ class Sink:
         if not self.active:
             return
         if not is_number(value):
-            view = self.view(value)
+            numpy = sys.modules.get("numpy")
+            # A NumPy scalar (np.mean's result) as the 0-d array it is: its
+            # dtype and bytes read without its __array_interface__ dict.
+            view = self.view(numpy.asarray(value) if numpy is not None and isinstance(value, numpy.generic)
+                             else value)
             if view.device is not None:
                 view = self.view(self.host_copy(value))
             count = 1

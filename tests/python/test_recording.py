@@ -250,6 +250,26 @@ class Generators(unittest.TestCase):
         self.assertEqual(list(got), ["numpy"])
         self.assertEqual(list(got["numpy"]), [int(k) for k in np_start[1]] + [np_start[2]])
 
+    def test_a_draw_that_leaves_the_words_as_they_were_is_seen(self):
+        # NumPy's legacy normal draws two and caches one; the next takes the
+        # cached one without advancing the generator's words. Python's gauss()
+        # keeps its second in gauss_next the same way.
+        d = generators.Drawn()
+        np.random.seed(3)
+        for draw, name in ((np.random.standard_normal, "numpy"), (lambda: random.gauss(0, 1), "python")):
+            d.take()
+            draw()                        # advances the words, caches the second value
+            self.assertEqual([n for n, _ in d.drawn()], [name])
+            d.take()
+            start = np.random.get_state() if name == "numpy" else random.getstate()
+            draw()                        # the cached value: the words unchanged
+            got = dict(d.drawn())
+            self.assertEqual(list(got), [name])
+            words = [int(k) for k in start[1]] + [start[2]] if name == "numpy" else list(start[1])
+            self.assertEqual(list(got[name]), words)
+            d.take()
+            self.assertEqual(d.drawn(), [])
+
 
 class Launcher(Scratch):
     def test_rank_from_the_launchers_variables(self):
@@ -436,6 +456,123 @@ class Recording(Scratch):
         rec.native = mock.Mock(isolate_scope=lambda: "fwd/layer.1")
         with self.assertRaisesRegex(dtrace.CaptureError, "DTRACE_ISOLATE=fwd/layer.1: this program cannot"):
             rec._isolate(0)
+
+
+class CountingLibrary:
+    """libdtrace as a Native calls it, each function call remembered by name
+    (the cost the issue counts: a call into C per scope, per record)."""
+
+    def __init__(self, lib):
+        self.lib, self.calls = lib, []
+
+    def __getattr__(self, name):
+        fn = getattr(self.lib, name)
+
+        def call(*args):
+            self.calls.append(name)
+            return fn(*args)
+        return call
+
+
+class CostPerCall(Scratch):
+    """What a step costs in calls into libdtrace and generator states built
+    (issue 41): a scope inside which nothing is written at the level in force,
+    and a record above that level, cost none; a scope is pushed to libdtrace
+    when a record is written in it, and is then right."""
+
+    def recorder(self, level):
+        rec = dtrace.Recorder({"param": {"w": np.ones(4, np.float32)}},
+                              run_dir=os.path.join(self.dir, f"run-{level}"), level=level)
+        counting = CountingLibrary(rec.native._lib)
+        rec.native._lib = counting
+        return rec, counting
+
+    @staticmethod
+    def layers(rec, x, step_record=None):
+        """Nested scopes, each with layer- and kernel-level records (and a
+        step-level one where `step_record` names the layer)."""
+        for group in ("fwd", "bwd"):
+            for i in range(3):
+                with rec.scope(group), rec.scope(f"layer.{i}"):
+                    rec.record(f"layer.{i}", {"x": x}, io="in", level="layer")
+                    with rec.scope("mlp"):
+                        rec.record("gemm", {"a": x}, io="in", level="kernel")
+                        rec.record("gemm", {"y": x}, io="out", level="kernel")
+                        rec.wants("kernel")
+                    if step_record == (group, i):
+                        rec.record("probe", {"p": x}, io="out", level="step")
+                    rec.record(f"layer.{i}", {"y": x}, io="out", level="layer")
+
+    def test_a_step_level_step_calls_nothing_for_scopes_that_record_nothing(self):
+        rec, lib = self.recorder("step")
+        x = np.arange(3, dtype=np.float32)
+        for step in rec.steps(2):
+            with rec.step(step):
+                lib.calls.clear()
+                self.layers(rec, x)
+                self.assertEqual(lib.calls, [], "scopes and records above the level in force")
+                rec.metric("loss", 0.5)
+                self.assertEqual(lib.calls, ["dtrace_recorder_scalar"], "the step's scope, already libdtrace's")
+        lines = log(os.path.join(self.dir, "run-step"))
+        self.assertEqual({r.get("scope") for r in lines[1:] if "op" in r}, {"step"})
+
+    def test_a_record_written_in_a_scope_pushes_it_first(self):
+        rec, lib = self.recorder("step")
+        x = np.arange(3, dtype=np.float32)
+        for step in rec.steps(1):
+            with rec.step(step):
+                lib.calls.clear()
+                self.layers(rec, x, step_record=("bwd", 1))
+                self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
+                                             "dtrace_recorder_wants", "dtrace_recorder_tensor"])
+                lib.calls.clear()
+                self.assertEqual(rec.native.current_scope(), "step")  # read: libdtrace's is made right first
+                self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
+                                             "dtrace_recorder_current_scope"])
+                lib.calls.clear()
+                rec.metric("loss", 0.5)
+                self.assertEqual(lib.calls, ["dtrace_recorder_scalar"])
+        by = {(r.get("scope"), r.get("op")) for r in log(os.path.join(self.dir, "run-step"))[1:]}
+        self.assertIn(("bwd/layer.1", "probe"), by)
+        self.assertIn(("step", "loss"), by)
+
+    def test_layer_level_records_in_the_scopes_they_were_made_in(self):
+        rec, lib = self.recorder("layer")
+        x = np.arange(3, dtype=np.float32)
+        for step in rec.steps(1):
+            with rec.step(step):
+                self.layers(rec, x, step_record=("fwd", 2))
+                rec.metric("loss", 0.5)
+        lines = log(os.path.join(self.dir, "run-layer"))
+        got = [(r["scope"], r["op"], r["name"]) for r in lines[1:] if "op" in r and r["scope"] != "step"]
+        want = []
+        for group in ("fwd", "bwd"):
+            for i in range(3):
+                scope = f"{group}/layer.{i}"
+                want += [(scope, f"layer.{i}", "x")] + ([(scope, "probe", "p")] if (group, i) == ("fwd", 2) else [])
+                want += [(scope, f"layer.{i}", "y")]
+        self.assertEqual(got, want)
+        self.assertNotIn("dtrace_recorder_captures", lib.calls)  # nothing captured: never asked
+
+    def test_generator_states_are_built_only_when_a_step_may_have_drawn(self):
+        np.random.seed(5)  # no cached gaussian: NumPy's words tell every draw
+        built = []
+        with mock.patch.object(random, "getstate", side_effect=lambda real=random.getstate: (
+                built.append("python"), real())[1]), \
+                mock.patch.object(np.random, "get_state", side_effect=lambda *a, real=np.random.get_state: (
+                    built.append("numpy"), real(*a))[1]):
+            rec, _ = self.recorder("step")
+            built.clear()
+            for step in rec.steps(4):
+                with rec.step(step):
+                    if step == 2:
+                        random.random()
+                        np.random.random()
+        self.assertEqual(built, ["numpy",    # step 0: its words' reader checked (no gaussian cached)
+                                 "numpy"],   # step 3: NumPy's words changed since: asked again
+                         "a step that draws nothing builds no state tuple")
+        rngs = [(r["step"], r["name"]) for r in log(os.path.join(self.dir, "run-step"))[1:] if r.get("op") == "rng"]
+        self.assertEqual(rngs, [(2, "python"), (2, "numpy")])
 
 
 class Captures(unittest.TestCase):

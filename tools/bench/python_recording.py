@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""What the dtrace package's recorder costs a training step (issue 41, part 3):
+a NumPy loop (numpytrain's shape: layers in scopes, layer-level and
+kernel-level records in each, a metric, the parameters as the state) and the
+example GPT-MoE through dtrace_torch (tools/torch/gpt_moe.py, the plain loop of
+torch_recording.py), each at step and layer level, against the same loop
+without recording, measured in the same process.
+
+Each measurement runs in a fresh worker process (this script with --worker) for
+one package: "after", the packages of the checkout this script stands in (its
+python/ directory: dtrace and dtrace_torch), and, with --baseline-pythonpath,
+"before", another checkout's python/ directory with the libdtrace
+--baseline-library names. Workers run after, before, after, before, ...
+(--rounds of each), so that a drifting machine load weighs on both alike.
+
+In a worker, blocks of plain and recorded steps alternate (plain, recorded,
+recorded, plain, ...); a step's time is the process's CPU time
+(time.process_time: one BLAS and one torch thread, so what recording costs,
+which a machine shared with other jobs blurs less than wall time) and its wall
+time. Per workload and level it reports the median plain and recorded step, the
+overhead (recorded - plain) in ms and in percent of the plain step, and what
+hashing the step's recorded bytes costs by itself (dtrace_fingerprint_host of
+each state and batch array, the records step level writes, each time right
+after a plain step, timed in the same worker): what the issue asks step level to cost, plus a few microseconds. The
+figures printed are the medians over the rounds of each arm.
+
+    /usr/bin/python3 tools/bench/python_recording.py [--build build-release]
+        [--baseline-pythonpath BASE/python --baseline-library BASE/build-release/src/capi/libdtrace.so]
+        [--rounds 2] [--workloads numpy-1ms,numpy-20ms,torch] [--levels step,layer]
+
+BUILD (a release build, as every figure of tools/bench) gives the libdtrace
+both arms load, unless --library or --baseline-library name others. Goal
+(issue 41): step level under 10% of a 1 ms CPU step and under 1% of a 20 ms
+one; layer level reported. Results go to tools/bench/RESULTS.md by hand."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+
+# The NumPy loop's sizes: (batch, width, layers), chosen so that a plain step
+# takes about 1 ms and about 20 ms of one core (numpy 1.24, OpenBLAS, one thread).
+NUMPY_SIZES = {"numpy-1ms": (64, 64, 4), "numpy-20ms": (64, 256, 4)}
+# The torch example small enough for a step of tens of ms on one thread.
+TORCH_OPTIONS = ["--width", "32", "--layers", "2", "--batch", "4"]
+
+
+# ---- the worker: one package, every workload and level ----------------------------
+
+def numpy_workload(size):
+    """(make_state, step(rec, step)) of an MLP of `layers` tanh layers, MSE loss,
+    SGD, numpytrain's recording: each layer in scopes fwd|bwd / layer.i, its
+    layer-level in and out records around its kernels, each kernel's in and out
+    records (its outputs recorded right after it ran, as pins ask), the loss as
+    a metric, the parameters as the state."""
+    import numpy as np
+    batch, width, layers = size
+    f32 = np.float32
+    init = np.random.default_rng(1)
+    params = {}
+    for i in range(layers):
+        params[f"w{i}"] = (init.standard_normal((width, width)) * (1 / width ** 0.5)).astype(f32)
+        params[f"b{i}"] = np.zeros(width, f32)
+
+    def data(step):
+        rng = np.random.default_rng([7, step])
+        x = rng.uniform(-1, 1, (batch, width)).astype(f32)
+        return x, np.sin(x).astype(f32)
+
+    def kernel(rec, op, ins, compute):
+        if rec is None:
+            return compute()
+        rec.record(op, ins, io="in", level="kernel")
+        y = compute()
+        return rec.record(op, {"y": y}, io="out", level="kernel")["y"]
+
+    def step(rec, number):
+        x, target = data(number)
+        ctx = rec.step(number, batch={"x": x, "target": target}) if rec is not None else None
+        if ctx is not None:
+            ctx.__enter__()
+        acts = [x]
+        for i in range(layers):
+            w, b, h = params[f"w{i}"], params[f"b{i}"], acts[-1]
+            if rec is None:
+                acts.append(np.tanh(h @ w + b))
+                continue
+            with rec.scope("fwd"), rec.scope(f"layer.{i}"):
+                rec.record(f"layer.{i}", {"x": h, "w": w, "b": b}, io="in", level="layer")
+                a = kernel(rec, "gemm", {"x": h, "w": w}, lambda: h @ w)
+                y = kernel(rec, "bias_tanh", {"a": a, "b": b}, lambda: np.tanh(a + b))
+                rec.record(f"layer.{i}", {"y": y}, io="out", level="layer")
+            acts.append(y)
+        diff = acts[-1] - target
+        loss = np.mean(diff * diff, dtype=f32)
+        g = (diff * f32(2.0 / diff.size)).astype(f32)
+        for i in reversed(range(layers)):
+            w, h, y = params[f"w{i}"], acts[i], acts[i + 1]
+            if rec is None:
+                da = g * (1 - y * y)
+                dw, db, g = h.T @ da, da.sum(axis=0), da @ w.T
+            else:
+                with rec.scope("bwd"), rec.scope(f"layer.{i}"):
+                    rec.record(f"layer.{i}", {"dy": g, "x": h, "y": y, "w": w}, io="in", level="layer")
+                    da = kernel(rec, "tanh_grad", {"dy": g, "y": y}, lambda: g * (1 - y * y))
+                    dw = kernel(rec, "gemm_dw", {"x": h, "da": da}, lambda: h.T @ da)
+                    db = kernel(rec, "bias_grad", {"da": da}, lambda: da.sum(axis=0))
+                    g = kernel(rec, "gemm_dx", {"da": da, "w": w}, lambda: da @ w.T)
+                    rec.record(f"layer.{i}", {"dx": g, "grad.w": dw, "grad.b": db}, io="out", level="layer")
+            params[f"w{i}"] = (w - f32(0.01) * dw).astype(f32)
+            params[f"b{i}"] = (params[f"b{i}"] - f32(0.01) * db).astype(f32)
+        if rec is not None:
+            rec.metric("loss", loss)
+            ctx.__exit__(None, None, None)
+
+    def recorder(run_dir, level):
+        import dtrace
+        return dtrace.Recorder({"param": params}, run_dir=run_dir, level=level)
+
+    def hashed():
+        x, target = data(0)
+        return list(params.values()) + [x, target]
+
+    return recorder, step, hashed
+
+
+def torch_workload():
+    import torch
+    import dtrace_torch as dt
+    import torch_example
+    p = argparse.ArgumentParser()
+    torch_example.add_options(p)
+    model, optimizer, batches = torch_example.build(p.parse_args(TORCH_OPTIONS))
+
+    def step(rec, number):
+        x, y = next(batches)
+        ctx = rec.step(number, batch=(x, y)) if rec is not None else None  # as gpt_moe.py records it
+        if ctx is not None:
+            ctx.__enter__()
+        loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if rec is not None:
+            rec.metric("loss", loss)
+            ctx.__exit__(None, None, None)
+
+    def recorder(run_dir, level):
+        return dt.Recorder(model, optimizer, run_dir=run_dir, level=level)
+
+    def hashed():
+        state = [t.detach() for t in model.state_dict().values()]
+        for s in optimizer.state.values():
+            state += [v for v in s.values() if torch.is_tensor(v)]
+        x, y = next(batches)
+        return [t.contiguous().numpy() for t in state + [x, y]]
+
+    for _ in range(2):  # the optimizer's state exists before anything is timed
+        step(None, 0)
+    return recorder, step, hashed
+
+
+def hash_seconds(step, hashed, first):
+    """CPU seconds libdtrace takes to hash the arrays a step records at step
+    level (the state and the batch), one call each, right after a plain step
+    (so with the caches as a step leaves them), the median of 21: what
+    recording them costs at the least."""
+    from dtrace import capi
+    times = []
+    for k in range(21):
+        step(None, first + k)
+        arrays = hashed()
+        c = time.process_time()
+        for a in arrays:
+            capi.fingerprint_host(a.ctypes.data, a.nbytes)
+        times.append(time.process_time() - c)
+    return statistics.median(times), sum(a.nbytes for a in arrays)
+
+
+def worker(args) -> int:
+    scratch = tempfile.mkdtemp(prefix="dtrace-bench-python-")
+    for name in args.workloads.split(","):
+        if name == "torch":
+            recorder, step, hashed = torch_workload()
+        else:
+            recorder, step, hashed = numpy_workload(NUMPY_SIZES[name])
+        for _ in range(3):
+            step(None, 0)
+        hash_s, hash_bytes = hash_seconds(step, hashed, 0)
+        for level in args.levels.split(","):
+            cpu = {"plain": [], "recorded": []}
+            wall = {"plain": [], "recorded": []}
+            tensors, number = 0, 0
+            for block in range(args.blocks):
+                for arm in (("plain", "recorded") if block % 2 == 0 else ("recorded", "plain")):
+                    rec = recorder(os.path.join(scratch, f"{name}-{level}-{block}"), level) \
+                        if arm == "recorded" else None
+                    for _ in range(args.steps):
+                        c, w = time.process_time(), time.perf_counter()
+                        step(rec, number)
+                        cpu[arm].append(time.process_time() - c)
+                        wall[arm].append(time.perf_counter() - w)
+                        number += 1
+                    if rec is not None:
+                        tensors += rec.sink.tensors
+                        rec.close()
+            plain, recorded = statistics.median(cpu["plain"]), statistics.median(cpu["recorded"])
+            print(json.dumps({"workload": name, "level": level, "plain_cpu": plain, "recorded_cpu": recorded,
+                              "plain_wall": statistics.median(wall["plain"]),
+                              "recorded_wall": statistics.median(wall["recorded"]),
+                              "hash_cpu": hash_s, "hash_bytes": hash_bytes,
+                              "tensors": tensors / len(cpu["recorded"])}), flush=True)
+    return 0
+
+
+# ---- the driver: workers of each package, alternating --------------------------------
+
+def run_worker(args, pythonpath, library):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pythonpath, HERE]), DTRACE_LIBRARY=library,
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    for variable in [v for v in env if v.startswith("DTRACE_") and v != "DTRACE_LIBRARY"]:
+        del env[variable]  # a run of its own, not a replay's
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--workloads", args.workloads,
+                          "--levels", args.levels, "--blocks", str(args.blocks), "--steps", str(args.steps)],
+                         env=env, stdout=subprocess.PIPE, check=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--build", default=os.path.join(SOURCE, "build-release"),
+                   help="the release build whose libdtrace is loaded (default build-release)")
+    p.add_argument("--library", help="libdtrace for 'after' (default BUILD/src/capi/libdtrace.so)")
+    p.add_argument("--baseline-pythonpath", help="a checkout's python/ directory, measured as 'before'")
+    p.add_argument("--baseline-library", help="libdtrace for 'before' (default: 'after''s)")
+    p.add_argument("--rounds", type=int, default=2, help="workers per arm")
+    p.add_argument("--workloads", default="numpy-1ms,numpy-20ms,torch")
+    p.add_argument("--levels", default="step,layer")
+    p.add_argument("--blocks", type=int, default=6, help="alternating blocks per arm in a worker")
+    p.add_argument("--steps", type=int, default=20, help="steps per block")
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+    library = os.path.abspath(args.library or os.path.join(args.build, "src", "capi", "libdtrace.so"))
+    arms = [("after", os.path.join(SOURCE, "python"), library)]
+    if args.baseline_pythonpath:
+        arms.append(("before", os.path.abspath(args.baseline_pythonpath),
+                     os.path.abspath(args.baseline_library) if args.baseline_library else library))
+    for arm, path, lib in arms:
+        print(f"{arm}: PYTHONPATH={path} DTRACE_LIBRARY={lib}")
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    results = {}
+    for r in range(args.rounds):
+        for arm, path, lib in arms if r % 2 == 0 else arms[::-1]:
+            for row in run_worker(args, path, lib):
+                results.setdefault((row["workload"], row["level"]), {}).setdefault(arm, []).append(row)
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"medians over {args.rounds} worker(s) per arm; CPU time per step; overhead = recorded - plain "
+          f"(same worker), in ms and % of plain; hash = libdtrace hashing the state and batch alone")
+    print(f"{'workload':11s} {'level':6s} {'arm':7s} {'plain ms':>9s} {'rec ms':>9s} {'over ms':>8s} "
+          f"{'over %':>7s} {'wall %':>7s} {'hash ms':>8s} {'tensors':>8s}")
+    for (name, level), by_arm in results.items():
+        for arm, rows in by_arm.items():
+            med = lambda f: statistics.median(f(x) for x in rows)  # noqa: E731
+            plain, over = med(lambda x: x["plain_cpu"]), med(lambda x: x["recorded_cpu"] - x["plain_cpu"])
+            pct = med(lambda x: 100 * (x["recorded_cpu"] - x["plain_cpu"]) / x["plain_cpu"])
+            wpct = med(lambda x: 100 * (x["recorded_wall"] - x["plain_wall"]) / x["plain_wall"])
+            print(f"{name:11s} {level:6s} {arm:7s} {plain * 1e3:9.3f} {med(lambda x: x['recorded_cpu']) * 1e3:9.3f} "
+                  f"{over * 1e3:8.3f} {pct:7.2f} {wpct:7.2f} {med(lambda x: x['hash_cpu']) * 1e3:8.3f} "
+                  f"{med(lambda x: x['tensors']):8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
