@@ -22,7 +22,13 @@ class Unrecordable(Exception):
 def encode(value: Any, name: str) -> Any:
     """The JSON form of one argument; tensors become {"tensor": record name}."""
     if isinstance(value, torch.Tensor):
-        return {"tensor": name, "requires_grad": bool(value.requires_grad), "device": str(value.device)}
+        spec = {"tensor": name, "requires_grad": bool(value.requires_grad), "device": str(value.device)}
+        if value.layout == torch.strided and (not value.is_contiguous() or value.storage_offset()):
+            # A view (rows[:, :-1]): isolation calls it again with the same
+            # strides and storage offset (restrided), not a contiguous copy,
+            # which a compiled region would be compiled again for.
+            spec["stride"], spec["offset"] = list(value.stride()), int(value.storage_offset())
+        return spec
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -64,6 +70,24 @@ def decode(value: Any, load_tensor) -> Any:
         if "memory_format" in value:
             return getattr(torch, value["memory_format"])
     return value
+
+
+def restrided(t: torch.Tensor, spec: Dict[str, Any]) -> torch.Tensor:
+    """`t` (its logical values) laid out with the strides and storage offset
+    the call's spec recorded (encode), when it recorded them. A layout whose
+    elements overlap (an expand's zero strides) cannot hold distinct values
+    and is kept contiguous."""
+    stride, offset = spec.get("stride"), spec.get("offset", 0)
+    if stride is None or len(stride) != t.dim() or any(s < 0 for s in stride) or \
+            any(s == 0 and n > 1 for n, s in zip(t.shape, stride)):
+        return t
+    extent = offset + 1 + sum((n - 1) * s for n, s in zip(t.shape, stride)) if t.numel() else offset
+    laid = torch.zeros(extent, dtype=t.dtype, device=t.device).as_strided(tuple(t.shape), tuple(stride), offset)
+    try:
+        laid.copy_(t)
+    except RuntimeError:  # overlapping strides after all
+        return t
+    return laid
 
 
 def path(capture_dir: str, rank: int) -> str:

@@ -2,9 +2,12 @@
 
 A region is a module torch.compile(module) returned (an OptimizedModule), found
 anywhere in the model; the whole model itself when the Recorder was handed the
-compiled model (its scope is then named `_orig_mod`, the name torch gives the
-module it compiled). dtrace_torch records a region as one opaque unit
-(docs/torch.md, torch.compile):
+compiled model (its scope is then named after the class of the module the user
+compiled, whole_model_name, never `_orig_mod`). dtrace_torch records a region
+as one unit (docs/torch.md, torch.compile), and this module is all that knows
+one: hooks.py asks it which modules get hooks (hooked_modules), isolation.py
+which regions there are (Regions.regions) and how to call one unrecorded
+(Regions.compiled_call); it imports neither of them.
 
 - layer level: the region is a scope, fwd/<region> and bwd/<region>, by the
   ordinary module hooks on the compiled module (they run outside the compiled
@@ -22,8 +25,16 @@ module it compiled). dtrace_torch records a region as one opaque unit
   runs with the mode set aside too and is recorded as one REGION_OP call in
   bwd/<region>: `in` its output gradients, `out` the gradients it produced,
   the region's parameters' included.
+- the region's graph, op by op: at kernel level, before its compiled call,
+  the module dynamo compiled (`_orig_mod`) runs eagerly under the dispatch
+  mode in the sub-scope <scope>/eager (_eager_graph), its results dropped, the
+  RNG states and buffers put back: every ATen or custom op of it is recorded,
+  captured and isolated as an eager model's, so bisect's kernel pass names
+  the op there (fwd/blocks.0/eager dtrace_example.combine.default) when the
+  eager graph reproduces the difference, and REGION_OP when only the compiled
+  call differs (the generated code).
 - isolation of fwd/<region>::REGION_OP (bisect's confirm) calls the compiled
-  module with the captured arguments (isolate_region); what ran inside it is
+  module with the captured arguments (isolation.py); what ran inside it is
   listed from torch.profiler (kernels.py), inductor's kernels and the ops its
   generated code called. A backward node cannot be re-run alone (its saved
   tensors are the compiled forward's): refused, saying the divergence lies in
@@ -33,7 +44,11 @@ module it compiled). dtrace_torch records a region as one opaque unit
   call, for each of their results whether it is pinned, right after they ran
   and before anything reads them, at every level (the dispatch mode the step
   runs under, Recorder._active_mode, is set aside as at kernel level); a
-  pinned result takes the pinned bytes in place.
+  pinned result takes the pinned bytes in place. The eager graph runs there
+  too, its ops asking for theirs: when one of them took a pin, the region's
+  results are the eager graph's (the compiled code's own call of that op
+  cannot be pinned from outside), so the difference a named op of a region
+  caused disappears from the later replays as an eager op's does.
 
 A module compiled in place (Module.compile(), whose hooks run inside the
 compiled code) is refused at layer and kernel level."""
@@ -46,12 +61,13 @@ import torch
 
 from dtrace import capi
 
-from . import kernels
-from .errors import CaptureError, DtraceError
-from .records import flatten
+from .errors import DtraceError
+from .records import flatten, rng_inputs
 
 REGION_OP = "torch.compile"
-WHOLE_MODEL = "_orig_mod"  # the scope name of a region that is the whole model
+# The sub-scope of a region's scope in which its graph, run eagerly, is
+# recorded at kernel level: fwd/<region>/eager.
+EAGER = "eager"
 
 
 def _optimized_module():
@@ -62,19 +78,28 @@ def _optimized_module():
     return OptimizedModule
 
 
+def whole_model_name(model: torch.nn.Module) -> str:
+    """The scope name of a region that is the whole model: the class name of
+    the module the user compiled (GPT), not `_orig_mod`, the attribute torch
+    keeps it in."""
+    return type(getattr(model, "_orig_mod", model)).__name__
+
+
 def find(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:
     """{region name: compiled module}: the outermost OptimizedModules by their
-    qualified names (WHOLE_MODEL for the model itself). Raises DtraceError for a
-    module compiled in place."""
+    qualified names (whole_model_name for the model itself). Raises DtraceError
+    for a module compiled in place."""
     optimized = _optimized_module()
     if optimized is None:
         return {}
+    if isinstance(model, optimized):
+        return {whole_model_name(model): model}
     found: Dict[str, torch.nn.Module] = {}
     for name, module in model.named_modules():
-        if any(name == r or name.startswith(r + ".") for r in found) or (WHOLE_MODEL in found):
+        if any(name == r or name.startswith(r + ".") for r in found):
             continue
         if isinstance(module, optimized):
-            found[name or WHOLE_MODEL] = module
+            found[name] = module
         elif getattr(module, "_compiled_call_impl", None) is not None:
             raise DtraceError(f"module {name or '(the model)'} ({type(module).__name__}) was compiled in place "
                               "(Module.compile()): its hooks would run inside the compiled code. Record the "
@@ -85,12 +110,12 @@ def find(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:
 def hooked_modules(model: torch.nn.Module, regions: Dict[str, torch.nn.Module]):
     """(scope name, module) of every module that gets the layer level's hooks:
     every named submodule outside the regions, and each region itself."""
-    inside = [r for r in regions if r != WHOLE_MODEL]
-    if WHOLE_MODEL in regions:
-        yield WHOLE_MODEL, regions[WHOLE_MODEL]
-        return
+    for name, module in regions.items():
+        if module is model:  # the whole model: one region, nothing else
+            yield name, module
+            return
     for name, module in model.named_modules():
-        if name and not any(name.startswith(r + ".") for r in inside):
+        if name and not any(name.startswith(r + ".") for r in regions):
             yield name, module
 
 
@@ -138,23 +163,14 @@ class Regions:
         self.rec = recorder
         self.regions = regions
         self.originals = {}
-        self.isolating = False  # isolate_region: recorded whatever the level
+        self.isolating = False  # isolation.py's region isolation: recorded whatever the level
         for name, module in regions.items():
             self._wrap(name, module)
-        if recorder.native.isolate_op() == REGION_OP and kernels.wanted(recorder.native):
-            # The region's listing (isolate_region) names inductor's generated
-            # kernels only when they report to the profiler; set before the
-            # region is first compiled in this process. It adds the profiler's
-            # calls around each kernel and changes none of its arithmetic.
-            import torch._inductor.config
-            if not torch._inductor.config.cpp.enable_kernel_profile:
-                torch._inductor.config.cpp.enable_kernel_profile = True
-                if getattr(recorder, "_session", None) is not None:
-                    # A replay session's earlier requests compiled the region
-                    # without it (as the job ran it): compiled again from here
-                    # on, as the confirm replay a launch would start compiles it.
-                    import torch._dynamo
-                    torch._dynamo.reset()
+
+    def compiled_call(self, name: str):
+        """The region's compiled forward itself, without the recorder's wrapper
+        (nothing recorded, no mode set aside)."""
+        return self.originals[name]
 
     def _level(self) -> int:
         # An isolated region below kernel level is still recorded, as
@@ -187,12 +203,20 @@ class Regions:
             wanted = (rec.rec._mode is not None or rec.isolating) and sink.active and \
                 sink.native.wants(rec._level())
             if wanted:
-                from .hooks import rng_inputs
                 occurrence = rec._occurrence()
-                rec._record(capi.IO_IN, flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs(module))
+                rec._record(capi.IO_IN, flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs())
                 rec.rec.log_call(rec.rec.sink.scope or "", REGION_OP, occurrence, args, kwargs)
+            pinned = rec._eager_graph(module, args, kwargs)
             with mode_set_aside(mode):
                 out = inner(*args, **kwargs)
+            if pinned is not None:
+                # An op of the eager graph took a pin: the region's results are
+                # the eager graph's, as an eager model's would be downstream of
+                # the pinned op; the compiled code's own call of that op cannot
+                # be pinned from outside.
+                with mode_set_aside(mode), torch.no_grad():
+                    for (_, t), (_, e) in zip(flatten("out", out), flatten("out", pinned)):
+                        t.copy_(e)
             pinning = sink.pins and sink.active
             if wanted or pinning:
                 outputs = flatten("out", out if isinstance(out, (tuple, list)) else [out])
@@ -217,6 +241,50 @@ class Regions:
             return out
 
         module.forward = forward
+
+    def _eager_graph(self, module: torch.nn.Module, args, kwargs):
+        """The region's graph run eagerly under the dispatch mode, in
+        <scope>/eager, when the mode records kernels there or pins may apply:
+        each ATen or custom op of it is then recorded (and captured, and
+        isolated as one op: bisect's kernel pass and confirm name it there)
+        and asked for its pins as an eager model's are. Returns its results
+        when one of its ops took a pin, else None: the job goes on with the
+        compiled call's, which runs next from the same RNG states and buffers
+        (both put back). Not in an isolation of the region's one op, which
+        records that op only."""
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+        rec = self.rec
+        mode, sink = rec._active_mode(), rec.sink
+        eager = getattr(module, "_orig_mod", None)
+        if eager is None or mode is None or self.isolating or _get_current_dispatch_mode() is not mode \
+                or not sink.active:
+            return None
+        sub = f"{sink.scope or ''}/{EAGER}"
+        prefix = rec.native.scope_prefix()
+        recording = rec._mode is not None and (not prefix or sub.startswith(prefix))
+        if not (recording or sink.pins):
+            return None  # a replay recording another scope: nothing of it would be kept
+        rng = rng_inputs()
+        buffers = [(b, b.detach().clone()) for b in eager.buffers()]
+        previous = sink.set_scope(sub)
+        taken = sink.pins_taken
+        out = None
+        try:
+            with torch.no_grad():
+                out = eager(*args, **kwargs)
+        except (RuntimeError, TypeError, ValueError, NotImplementedError):
+            # A graph that runs compiled but not eagerly under the mode: its
+            # region stays one op, as below kernel level.
+            out = None
+        finally:
+            sink.set_scope(previous)
+            with mode_set_aside(mode), torch.no_grad():
+                for b, kept in buffers:
+                    b.copy_(kept)
+                torch.set_rng_state(rng[0][1])
+                if len(rng) > 1:
+                    torch.cuda.set_rng_state(rng[1][1])
+        return out if sink.pins_taken > taken else None
 
     def _watch_backward(self, nodes: List, bwd: str, leave: bool) -> None:
         """The compiled backward nodes of one region call: each runs in
@@ -251,7 +319,7 @@ class Regions:
                 left[0] -= 1
                 hooks = rec._hooks
                 if leave and left[0] == 0 and hooks is not None and hooks.only is None and bwd in hooks.bwd_stack:
-                    hooks._leave_bwd(bwd)
+                    hooks.leave_bwd(bwd)
                 return None
 
             node.register_prehook(pre)
@@ -284,55 +352,3 @@ class Regions:
         for name, inner in self.originals.items():
             self.regions[name].forward = inner
         self.originals.clear()
-
-
-def isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
-    """DTRACE_ISOLATE=fwd/<region>::torch.compile: the compiled module called K
-    times from its captured arguments and RNG states, with the parameters of
-    step N, each repetition recorded as the one op; under a capture what ran
-    inside it is listed (kernels.py)."""
-    from .isolation import Loader, _captured_call, _entries, _restore_rng
-    name = scope.split("/", 1)[1] if "/" in scope else scope
-    regions = rec._compiled.regions if rec._compiled is not None else {}
-    if not scope.startswith("fwd/"):
-        raise CaptureError(f"{scope} {REGION_OP}: the backward of compiled region {name} cannot be re-run "
-                           "alone (its saved tensors are the compiled forward's): the divergence lies inside "
-                           f"that region's backward")
-    if name not in regions:
-        raise CaptureError(f"DTRACE_ISOLATE={scope}::{REGION_OP}: no compiled region named {name!r} in this "
-                           f"model (it has: {sorted(regions) or 'none'})")
-    if step is None:
-        raise CaptureError(f"DTRACE_ISOLATE={scope}::{REGION_OP}: a compiled region is re-run with the "
-                           "parameters of its step: set DTRACE_REPLAY_STEP too")
-    module = regions[name]
-    entries = _entries(rec, scope, REGION_OP, captured_step)
-    loader = Loader(rec, scope, REGION_OP)
-    if rec._hooks:
-        rec._hooks.only = f"{scope}::{REGION_OP}"  # no module scope records: only the op's
-    rec._compiled.isolating = True
-    listing_dir = kernels.wanted(rec.native)
-    for k in range(repeat):
-        rec.native.begin_repetition(k)
-        rec.current_step = k
-        if rec._ops:
-            rec._ops.new_step()
-        rec._ask_pins()
-        for e in entries:
-            args, kwargs = _captured_call(e, loader)
-            _restore_rng(rec, scope, REGION_OP, loader, e["occurrence"])
-            rec.sink.set_scope(scope)
-            try:  # with gradients as in the job: the graph dynamo compiled for it
-                module(*args, **kwargs)
-            except (RuntimeError, TypeError, ValueError) as err:
-                raise CaptureError(f"the captured inputs of {scope} do not fit compiled region {name}: {err}") from err
-    if listing_dir:
-        # One more call, unrecorded, once compiled: the profile holds what the
-        # compiled code ran, not dynamo's and inductor's compiling.
-        e = entries[0]
-        args, kwargs = _captured_call(e, loader)
-        listing = kernels.KernelList(REGION_OP, kernels.device_of(t for _, t in flatten("a", [args, kwargs])))
-        _restore_rng(rec, scope, REGION_OP, loader, e["occurrence"])
-        with listing.profile():  # the compiled forward itself: no hook, nothing recorded
-            rec._compiled.originals[name](*args, **kwargs)
-        listing.write(listing_dir, rec.rank, scope)
-    rec.native.end_step()

@@ -20,17 +20,10 @@ import torch
 from dtrace import capi
 
 from . import compiled, param_grads
-from .records import flatten
+from .records import flatten, rng_inputs
 
 FWD_HOOK_KWARGS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters
 HAS_BWD_PRE = hasattr(torch.nn.Module, "register_full_backward_pre_hook")
-
-
-def rng_inputs(module: torch.nn.Module) -> List:
-    states = [("rng.cpu", torch.get_rng_state())]
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states.append(("rng.cuda", torch.cuda.get_rng_state()))
-    return states
 
 
 def _keep(value: Any) -> Any:
@@ -86,11 +79,11 @@ class ModuleHooks:
             occurrence = self.calls.get(fwd, 0)
             self.calls[fwd] = occurrence + 1
             if self.rec.sink.native.wants(capi.LEVEL_LAYER):
-                items = flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs(mod)
+                items = flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs()
                 self.rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_IN, items)
                 self.rec.log_call(fwd, op, occurrence, args, kwargs)
             if bwd == self.capture_bwd and self.rec.sink.active and torch.is_grad_enabled():
-                self.saved.setdefault(bwd, []).append((_keep(list(args)), _keep(kwargs), rng_inputs(mod)))
+                self.saved.setdefault(bwd, []).append((_keep(list(args)), _keep(kwargs), rng_inputs()))
             return None
 
         def post(mod, args, *rest):
@@ -170,7 +163,7 @@ class ModuleHooks:
             # once the module's parameter-use nodes have run.
             self.deferred[bwd] = self.deferred.get(bwd, 0) + 1
         else:
-            self._leave_bwd(bwd)
+            self.leave_bwd(bwd)
 
     def _watch_param_grads(self, mod: torch.nn.Module, bwd: str, op: str, args, kwargs, outputs) -> None:
         """Layer level: this call's contribution to each of the module's own
@@ -201,7 +194,7 @@ class ModuleHooks:
         self.pending[bwd] = max(left, 0)
         if left <= 0:
             for _ in range(self.deferred.pop(bwd, 0)):
-                self._leave_bwd(bwd)
+                self.leave_bwd(bwd)
 
     def _enter_bwd(self, bwd: str) -> None:
         if self.only is not None:
@@ -209,7 +202,7 @@ class ModuleHooks:
         self.bwd_stack.append(bwd)
         self.rec.sink.set_scope(bwd)
 
-    def _leave_bwd(self, bwd: str) -> None:
+    def leave_bwd(self, bwd: str) -> None:
         """Back to the enclosing module's backward scope ("bwd" outside any).
         Entries above this one are children whose full backward hook did not
         fire (no input needed a gradient): they end with their parent."""

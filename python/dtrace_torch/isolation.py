@@ -109,7 +109,7 @@ def _isolate(rec, step: Optional[int]) -> None:
     captured_step = records[0]["step"]
     repeat = native.repeat()
     if op == compiled.REGION_OP:
-        compiled.isolate_region(rec, scope, captured_step, repeat, step)
+        _isolate_region(rec, scope, captured_step, repeat, step)
     elif op:
         _isolate_op(rec, scope, op, captured_step, repeat)
     elif scope.startswith("fwd/"):
@@ -129,13 +129,18 @@ def _module_target(rec, scope: str, captured_step: int, step: Optional[int]):
                            "set DTRACE_REPLAY_STEP too")
     name = scope[len("fwd/"):]  # "bwd/" has the same length
     # A compiled region by its scope name (the whole model's is not a submodule).
-    regions = rec._compiled.regions if rec._compiled is not None else {}
+    regions = _regions(rec)
     module = regions[name] if name in regions else _module(rec.model, name)
     op = type(module).__name__
     entries = _entries(rec, scope, op, captured_step)
     if rec._hooks:
         rec._hooks.only = scope  # no other scope is recorded; submodules' kernels land in this one
     return name, module, op, entries, Loader(rec, scope, op)
+
+
+def _regions(rec) -> Dict[str, torch.nn.Module]:
+    """The model's compiled regions by scope name (compiled.py)."""
+    return rec._compiled.regions if rec._compiled is not None else {}
 
 
 def begin_repetition(rec, k: int) -> None:
@@ -159,7 +164,15 @@ def _mode(rec):
 def _captured_call(e: Dict[str, Any], loader: Loader):
     """The positional and keyword arguments of one captured module call."""
     occ = e["occurrence"]
-    load = lambda n, spec: loader.tensor(n, occ, spec.get("device"), spec.get("requires_grad", False))
+
+    def load(name: str, spec: Dict[str, Any]) -> torch.Tensor:
+        # With the call's strides and storage offset: a compiled region's
+        # guards hold as they did in the job, and it runs the code it ran.
+        t = calls.restrided(loader.tensor(name, occ, spec.get("device")), spec)
+        if spec.get("requires_grad", False) and t.is_floating_point():
+            t.requires_grad_(True)
+        return t
+
     return calls.decode(e["args"], load), calls.decode({"dict": e["kwargs"]}, load)
 
 
@@ -272,7 +285,7 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
         rec.sink.set_scope(scope)
         for e in entries:
             occ = e["occurrence"]
-            load = lambda n, spec: loader.tensor(n, occ, spec.get("device"))
+            load = lambda n, spec: calls.restrided(loader.tensor(n, occ, spec.get("device")), spec)
             args = calls.decode(e["args"], load)
             kwargs = calls.decode({"dict": e["kwargs"]}, load)
             if listing_dir and listing is None:
@@ -292,5 +305,83 @@ def _isolate_op(rec, scope: str, op: str, captured_step: int, repeat: int) -> No
                     rec.sink.take_pins(op, outputs)
                 rec.sink.tensors_(capi.LEVEL_STEP, op, capi.IO_OUT, outputs)
     if listing is not None:
+        listing.write(listing_dir, rec.rank, scope)
+    rec.native.end_step()
+
+
+def _tensor_specs(entry: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The tensor arguments' specs (calls.encode) of one captured call."""
+    found: List[Dict[str, Any]] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            if "tensor" in value:
+                found.append(value)
+            else:
+                for v in value.values():
+                    walk(v)
+
+    walk([entry.get("args", []), entry.get("kwargs", {})])
+    return found
+
+
+def _isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
+    """DTRACE_ISOLATE=fwd/<region>::torch.compile: the compiled module called K
+    times from its captured arguments and RNG states, with the parameters of
+    step N, each repetition recorded as the one op (compiled.Regions records
+    it, whatever the level); under a capture what ran inside it is listed
+    (kernels.py)."""
+    op = compiled.REGION_OP
+    name = scope.split("/", 1)[1] if "/" in scope else scope
+    regions = _regions(rec)
+    if not scope.startswith("fwd/"):
+        raise CaptureError(f"{scope} {op}: the backward of compiled region {name} cannot be re-run "
+                           "alone (its saved tensors are the compiled forward's): the divergence lies inside "
+                           f"that region's backward")
+    if name not in regions:
+        raise CaptureError(f"DTRACE_ISOLATE={scope}::{op}: no compiled region named {name!r} in this "
+                           f"model (it has: {sorted(regions) or 'none'})")
+    if step is None:
+        raise CaptureError(f"DTRACE_ISOLATE={scope}::{op}: a compiled region is re-run with the "
+                           "parameters of its step: set DTRACE_REPLAY_STEP too")
+    module = regions[name]
+    entries = _entries(rec, scope, op, captured_step)
+    loader = Loader(rec, scope, op)
+    listing_dir = kernels.wanted(rec.native)
+    if listing_dir and not any(str(spec.get("device", "")).startswith("cuda") for spec in _tensor_specs(entries[0])):
+        # On the CPU inductor's kernels report to the profiler only when
+        # compiled to (one compile more, which inductor's cache then keeps
+        # for the other side's confirm); on CUDA the profiler sees the
+        # device kernels as they are, and the region runs as cached.
+        kernels.profile_generated_kernels()
+    if rec._hooks:
+        rec._hooks.only = f"{scope}::{op}"  # no module scope records: only the op's
+    rec._compiled.isolating = True
+    for k in range(repeat):
+        rec.native.begin_repetition(k)
+        rec.current_step = k
+        if rec._ops:
+            rec._ops.new_step()
+        rec._ask_pins()
+        for e in entries:
+            args, kwargs = _captured_call(e, loader)
+            _restore_rng(rec, scope, op, loader, e["occurrence"])
+            rec.sink.set_scope(scope)
+            try:  # with gradients as in the job: the graph dynamo compiled for it
+                module(*args, **kwargs)
+            except (RuntimeError, TypeError, ValueError) as err:
+                raise CaptureError(f"the captured inputs of {scope} do not fit compiled region {name}: {err}") from err
+    if listing_dir:
+        # One more call, unrecorded, once compiled: the profile holds what the
+        # compiled code ran, not dynamo's and inductor's compiling.
+        e = entries[0]
+        args, kwargs = _captured_call(e, loader)
+        listing = kernels.KernelList(op, kernels.device_of(t for _, t in flatten("a", [args, kwargs])))
+        _restore_rng(rec, scope, op, loader, e["occurrence"])
+        with listing.profile():  # the compiled forward itself: no hook, nothing recorded
+            rec._compiled.compiled_call(name)(*args, **kwargs)
         listing.write(listing_dir, rec.rank, scope)
     rec.native.end_step()

@@ -80,3 +80,18 @@ def device_of(tensors: Iterable) -> str:
 def wanted(native) -> Optional[str]:
     """The capture directory when this op isolation should list its kernels."""
     return native.capture_dir() if native.isolate_op() else None
+
+
+def profile_generated_kernels() -> None:
+    """Inductor's generated kernels report to the profiler from here on, so
+    that a compiled region's listing names them (graph_0_cpp_fused_..._0).
+    Set before the region is compiled in this process; dynamo's compiled code
+    is dropped when it was not, so the region is compiled again with it (a
+    replay session's earlier requests, or steps run to reach the isolated
+    one, compiled it as the job ran it). It adds the profiler's calls around
+    each kernel and changes none of its arithmetic."""
+    import torch._inductor.config
+    if not torch._inductor.config.cpp.enable_kernel_profile:
+        torch._inductor.config.cpp.enable_kernel_profile = True
+        import torch._dynamo
+        torch._dynamo.reset()

@@ -22,6 +22,8 @@ def is_tensor(value: Any) -> bool:
 
 
 class Sink(records.Sink):
+    pins_taken = 0  # outputs that took pinned bytes in this process (compiled.py asks)
+
     def view(self, value: Any):
         return view(value) if isinstance(value, torch.Tensor) else super().view(value)
 
@@ -38,10 +40,12 @@ class Sink(records.Sink):
             return super().pinned_value(op, name, value)
         size = value.numel() * value.element_size()
         if not value.is_cuda and logical(value) is value:
-            self.native.pinned(op, name, value.data_ptr() if size else 0, size)
+            if self.native.pinned(op, name, value.data_ptr() if size else 0, size):
+                self.pins_taken += 1
             return value
         host = torch.empty(tuple(value.shape), dtype=value.dtype)
         if self.native.pinned(op, name, host.data_ptr() if size else 0, size):
+            self.pins_taken += 1
             with torch.no_grad():
                 value.copy_(host)
         return value
@@ -65,3 +69,13 @@ class Sink(records.Sink):
 # and a state_dict's leaves: dtrace.records' rules with torch tensors as the arrays.
 flatten = functools.partial(records.flatten, is_leaf=is_tensor)
 state_values = functools.partial(_state_values, is_leaf=is_tensor)
+
+
+def rng_inputs() -> List:
+    """The CPU and (once initialized) CUDA RNG states as (name, tensor) items:
+    recorded with a call's inputs, so that a module or region drawing random
+    numbers can be re-run alone from the state it started with."""
+    states = [("rng.cpu", torch.get_rng_state())]
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states.append(("rng.cuda", torch.cuda.get_rng_state()))
+    return states

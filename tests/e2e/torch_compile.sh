@@ -5,11 +5,13 @@
 # compiled region is recorded as one unit: at layer level the scope
 # fwd/blocks.<i> and none of the modules inside it; at kernel level one op,
 # torch.compile, run compiled (not the eager ATen ops a dispatch mode would make
-# dynamo fall back to), forward and backward. Two runs diverge at step 0 and
-# bisect --trust names the region: torch.compile in fwd/blocks.0, confirmed
-# alone from its captured inputs, with inductor's generated kernels and the
-# custom op among what it ran (torch.profiler). A cause in the region's
+# dynamo fall back to), forward and backward. Two runs diverge at step 0. A cause in the region's
 # backward (--nondet dispatch-bwd) is named in bwd/blocks.0.
+# Inside the region, the op: at kernel level the region's graph also runs
+# eagerly under the dispatch mode in fwd/blocks.0/eager, so the kernel pass
+# names the custom op there (dtrace_example.combine.default, call 0),
+# confirmed alone from its captured inputs, and the culprit search, the op
+# pinned, ends in agreement (the region's results are then the eager graph's).
 #
 # torch 1.13 has no torch.compile: there the test checks that --compile is
 # refused, saying so, and skips (status 77, under CI too: tools/test.sh's torch
@@ -50,6 +52,9 @@ for region in ("fwd/blocks.0", "bwd/blocks.0"):
 # The forward of a region is only its compiled call: no eager stand-in for it.
 fwd = {r["op"] for r in kernel if r["scope"] == "fwd/blocks.0"}
 assert fwd == {"OptimizedModule", "torch.compile"}, fwd
+# Its graph run eagerly, op by op, in a sub-scope: the custom op among them.
+eager = [r["op"] for r in kernel if r["scope"] == "fwd/blocks.0/eager"]
+assert "dtrace_example.combine.default" in eager and "aten.addmm.default" in eager, sorted(set(eager))
 # Its compiled backward nodes ran compiled: inductor's calls of ATen (mm with
 # out=) are inside the one op, never recorded as ops of their own.
 assert not [r for r in kernel if r["op"].endswith(".out")], "compiled code ran under the dispatch mode"
@@ -59,7 +64,8 @@ out = lambda recs, op: [r["hash"] for r in recs if r["scope"] == "fwd/blocks.0" 
 assert out(kernel, "torch.compile") == out(layer, "OptimizedModule"), "the region computed otherwise at kernel level"
 PY
 
-# The whole model compiled: one region, scope _orig_mod. Its inputs need no
+# The whole model compiled: one region, named after the model's class (never
+# torch's attribute _orig_mod). Its inputs need no
 # gradient, so the end of its backward is its last compiled node: the kernels
 # after it (clip_grad_norm's) are not the region's. A module compiled in place
 # (Module.compile(), hooks inside the compiled code) is refused.
@@ -78,10 +84,12 @@ records = [r for r in map(json.loads, open("whole/rank0.jsonl")) if "scope" in r
 ops = collections.defaultdict(set)
 for r in records:
     ops[r["scope"]].add(r["op"])
-assert ops["fwd/_orig_mod"] == {"OptimizedModule", "torch.compile"}, dict(ops)
-assert "torch.compile" in ops["bwd/_orig_mod"], dict(ops)
+assert ops["fwd/Sequential"] == {"OptimizedModule", "torch.compile"}, dict(ops)
+assert "torch.compile" in ops["bwd/Sequential"], dict(ops)
+assert {"aten.addmm.default", "aten.gelu.default"} <= ops["fwd/Sequential/eager"], dict(ops)
+assert not [s for s in ops if "_orig_mod" in s], dict(ops)
 norms = {r["scope"] for r in records if "norm" in r["op"]}
-assert norms and "bwd/_orig_mod" not in norms, norms
+assert norms and "bwd/Sequential" not in norms, norms
 inplace = torch.nn.Linear(2, 2)
 inplace.compile()
 try:
@@ -95,14 +103,14 @@ run_dtrace 1 diff --json a b
 json_is first.step 0
 run_dtrace 0 bisect --trust --timeout 900 --json a b
 json_is verdict '"named"'
-json_is culprit.op '"torch.compile"'
-json_is culprit.scope '"fwd/blocks.0"'
+json_is layer '"fwd/blocks.0"'
+json_is culprit.op '"dtrace_example.combine.default"'
+json_is culprit.scope '"fwd/blocks.0/eager"'
+json_is culprit.occurrence 0
 json_is culprit.basis '"confirmed"'
 json_true 'd["evidence"]["distinct_outputs"] >= 2'
-# What ran inside the region, listed by torch.profiler in the confirm replay:
-# inductor's generated C++ kernels and the custom op its code called.
-json_true 'any("cpp_fused" in k for k in d["evidence"]["kernels"])'
-json_true '"dtrace_example::combine" in d["evidence"]["kernels"]'
+# One cause, one culprit: with the op pinned the region agrees.
+json_true 'len(d["culprits"]) == 1'
 
 # A cause in a region's backward: --nondet dispatch-bwd's Dispatch function
 # runs between the region's graph breaks, so its backward is an eager node of
@@ -115,6 +123,16 @@ ex --steps 1 --layers 1 --compile --nondet dispatch-bwd --run-dir d --checkpoint
 run_dtrace 0 bisect --trust --timeout 900 --json c d
 json_is verdict '"named"'
 json_is culprit.scope '"bwd/blocks.0"'
+json_is culprit.op '"dtrace_example.combine.default"'
+json_is culprit.basis '"confirmed"'
+
+# A cause outside every region (the head's backward, eager): the eager op, as
+# on a model without regions.
+ex --steps 1 --layers 1 --compile --nondet head-bwd --run-dir e --checkpoint-dir ce
+ex --steps 1 --layers 1 --compile --nondet head-bwd --run-dir f --checkpoint-dir cf
+run_dtrace 0 bisect --trust --timeout 900 --json e f
+json_is verdict '"named"'
+json_is culprit.scope '"bwd/head"'
 json_is culprit.op '"dtrace_example.combine.default"'
 json_is culprit.basis '"confirmed"'
 echo ok

@@ -253,8 +253,7 @@ class Replays(pinning.Scratch):
     @unittest.skipUnless(HAS_COMPILE, f"torch {torch.__version__} has no torch.compile")
     def test_a_compiled_region_is_pinned_whole(self):
         switches = ["--layers", "1", "--compile", "--nondet", "combine"]
-        (scope, op), = self.planted(GPT_MOE, *switches)
-        self.assertEqual((scope, op), ("fwd/blocks.0", "torch.compile"))
+        scope, op = "fwd/blocks.0", "torch.compile"
         self.run_command([sys.executable, GPT_MOE, "--run-dir", "a", "--checkpoint-dir", "ck",
                           "--checkpoint-every", "1", "--steps", "1", "--level", "layer", *switches])
         run = self.path("a")
@@ -262,6 +261,24 @@ class Replays(pinning.Scratch):
         self.assertEqual(pinning.first_difference(*free)[0], scope)
         cap = pinning.capture(run, self.path("cap"), 0, scope)
         n = pinning.pin_capture([cap], [(scope, op)], self.path("pin"))
+        pinned = [pinning.replay(run, self.path(f"pinned{k}"), 0, DTRACE_PIN=self.path("pin")) for k in range(2)]
+        self.assertIsNone(pinning.first_difference(*pinned))
+        self.assertEqual(pinning.pins_taken(pinned[0]), [{"step": 0, "pinned": n}])
+
+    @unittest.skipUnless(HAS_COMPILE, f"torch {torch.__version__} has no torch.compile")
+    def test_an_op_of_a_compiled_region_is_pinned(self):
+        """The op named inside a region (its graph run eagerly, compiled.py):
+        pinned, the region's results are the eager graph's and step replays
+        agree."""
+        switches = ["--layers", "1", "--compile", "--nondet", "combine"]
+        (scope, op), = self.planted(GPT_MOE, *switches)
+        self.assertEqual((scope, op), ("fwd/blocks.0/eager", "dtrace_example.combine.default"))
+        self.run_command([sys.executable, GPT_MOE, "--run-dir", "a", "--checkpoint-dir", "ck",
+                          "--checkpoint-every", "1", "--steps", "1", "--level", "layer", *switches])
+        run = self.path("a")
+        cap = pinning.capture(run, self.path("cap"), 0, "fwd/blocks.0")
+        n = pinning.pin_capture([cap], [(scope, op)], self.path("pin"))
+        self.assertGreater(n, 0)
         pinned = [pinning.replay(run, self.path(f"pinned{k}"), 0, DTRACE_PIN=self.path("pin")) for k in range(2)]
         self.assertIsNone(pinning.first_difference(*pinned))
         self.assertEqual(pinning.pins_taken(pinned[0]), [{"step": 0, "pinned": n}])

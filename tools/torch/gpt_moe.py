@@ -30,7 +30,8 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
 
 --compile (torch 2.x) wraps each transformer block in torch.compile: the
 combine op of --nondet combine then runs inside a compiled region, called by
-inductor's generated code.
+inductor's generated code. --compile-model wraps the whole model instead (one
+region, named after the model's class: fwd/GPT).
 
 --nondet may be given several times: each switch plants its causes in the same
 run (combine and embed-bwd: one in each block's forward and one in the
@@ -165,8 +166,9 @@ def planted_ops(nondet, layers: int, compiled=(), prefix: str = ""):
     [{"plant", "scope", "op"}] in the order a step runs them (the forward's
     blocks in order, then the backward's: the head, the blocks from the last,
     the embedding). `compiled`: the block numbers wrapped in torch.compile (one
-    region, scope fwd/blocks.<i>, op torch.compile; an eager node of its
-    backward in bwd/blocks.<i>); `prefix`: the model's own in the scopes
+    region, scope fwd/blocks.<i>: its forward's op in the region's graph run
+    eagerly, fwd/blocks.<i>/eager, where the kernel level records it; an eager
+    node of its backward in bwd/blocks.<i>); `prefix`: the model's own in the scopes
     ("module." under DistributedDataParallel). The switches planting no op
     (a resume's generator or data order) are not listed."""
     combine = "dtrace_example.combine.default"
@@ -179,8 +181,8 @@ def planted_ops(nondet, layers: int, compiled=(), prefix: str = ""):
     for i in range(layers):
         block = f"{prefix}blocks.{i}"
         if forward in atomics or forward == "combine":
-            out.append({"plant": forward, "scope": f"fwd/{block}" if i in compiled else f"fwd/{block}.moe",
-                        "op": "torch.compile" if i in compiled else atomics.get(forward, combine)})
+            out.append({"plant": forward, "scope": f"fwd/{block}/eager" if i in compiled else f"fwd/{block}.moe",
+                        "op": atomics.get(forward, combine)})
     if "head-bwd" in nondet:
         out.append({"plant": "head-bwd", "scope": f"bwd/{prefix}head", "op": combine})
     for i in reversed(range(layers)):
@@ -327,14 +329,25 @@ class GPT(nn.Module):
         if tie_weights:  # one parameter, used twice a step: by the embedding and by the head
             self.head.weight = self.embed.weight
 
-    def forward(self, idx, targets, label_smoothing=0.0):
+    def forward(self, idx, targets=None, label_smoothing=0.0):
+        """The loss; the logits when no targets are given (--compile-model)."""
         t = idx.shape[1]
         x = self.embed(idx) + self.position(torch.arange(t, device=idx.device))
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.ln(x))
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1),
-                               label_smoothing=label_smoothing)
+        return logits if targets is None else loss_of(logits, targets, label_smoothing)
+
+
+def loss_of(logits, targets, label_smoothing=0.0):
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1), label_smoothing=label_smoothing)
+
+
+def step_loss(model, x, y, smoothing: float, logits_out: bool):
+    """The step's loss: from the model, or (logits_out: a whole model compiled,
+    as torchtitan's is) from the logits it returns, the loss computed outside
+    it, so the region's output is the logits and not one rounded scalar."""
+    return loss_of(model(x), y, smoothing) if logits_out else model(x, y, smoothing)
 
 
 # ---- data --------------------------------------------------------------------
@@ -433,10 +446,15 @@ def main(argv=None) -> int:
                         "(a large checkpoint read, process-group set-up): tools/bench/bisect_sessions.sh")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile each transformer block (torch 2.x; docs/torch.md, torch.compile)")
+    p.add_argument("--compile-model", action="store_true",
+                   help="torch.compile the whole model (torch 2.x): one region, fwd/GPT, returning the logits "
+                        "(the loss computed outside it, as torchtitan does)")
     p.add_argument("--print-planted", action="store_true",
                    help="print the scope and op of each planted op (the --nondet switches), in the order a step "
                         "runs them, one JSON line each, and exit")
     args = p.parse_args(argv)
+    if args.print_planted and args.compile_model:
+        p.error("--print-planted does not list the plants of --compile-model")
     if args.print_planted:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         print_planted(args.nondet, args.layers, range(args.layers) if args.compile else (),
@@ -444,7 +462,7 @@ def main(argv=None) -> int:
         return 0
     if not args.run_dir:
         p.error("--run-dir is required")
-    if args.compile and not hasattr(torch, "compile"):
+    if (args.compile or args.compile_model) and not hasattr(torch, "compile"):
         p.error(f"--compile needs torch 2.x (torch.compile); this is torch {torch.__version__}")
 
     if args.startup_delay > 0:
@@ -477,13 +495,15 @@ def main(argv=None) -> int:
     if args.compile:  # each block one compiled region, fwd/blocks.<i> (the embeddings and head stay eager)
         for i, block in enumerate(model.blocks):
             model.blocks[i] = torch.compile(block)
+    if args.compile_model:  # the whole model one region, named fwd/GPT by the recorder
+        model = torch.compile(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     batches = Batches(data, args.batch, 32, args.seed + rank, args.device, "data-order" in args.nondet)
 
     if args.no_record:
         for _ in range(args.steps):
             x, y = next(batches)
-            loss = model(x, y)
+            loss = step_loss(model, x, y, 0.0, args.compile_model)
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
@@ -504,7 +524,8 @@ def main(argv=None) -> int:
                               "layers": args.layers, "ddp": args.ddp, "tie_weights": args.tie_weights,
                               "flip_bit": "%d:%d" % args.flip_bit if args.flip_bit else None,
                               "python_random": args.python_random,
-                              "width": args.width, "device": args.device, "compile": args.compile})
+                              "width": args.width, "device": args.device, "compile": args.compile,
+                              "compile_model": args.compile_model})
     for step in rec.steps(args.steps):
         if step == rec.restored_at and "dropout-rng" in args.nondet:
             torch.manual_seed(int.from_bytes(os.urandom(4), "little"))  # planted: RNG not restored
@@ -515,7 +536,7 @@ def main(argv=None) -> int:
             flip_one_bit(model)
         with rec.step(step, batch=(x, y)):
             smoothing = random.uniform(0.0, 0.1) if args.python_random else 0.0
-            loss = model(x, y, smoothing)
+            loss = step_loss(model, x, y, smoothing, args.compile_model)
             loss.backward()
             if world > 1 and not args.ddp:
                 for p in model.parameters():

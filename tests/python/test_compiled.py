@@ -1,0 +1,118 @@
+"""Compiled regions (python/dtrace_torch/compiled.py; docs/torch.md,
+torch.compile) without bisect: a whole model compiled is named after its
+class, a region's graph is recorded op by op at kernel level in
+<region>/eager while the job's results stay the compiled code's, a region's
+captured call keeps its arguments' strides, and the modules import in one
+direction. On torch 1.13 (no torch.compile) only what needs none runs."""
+import ast
+import collections
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+import torch
+
+import dtrace_torch as dt
+from dtrace_torch import calls, compiled
+
+HAS_COMPILE = hasattr(torch, "compile")
+PACKAGE = os.path.dirname(os.path.abspath(compiled.__file__))
+
+
+class Net(torch.nn.Module):
+    """A dropout (random numbers drawn inside the region) between two layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.drop = torch.nn.Dropout(0.5)
+        self.b = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.b(self.drop(torch.relu(self.a(x))))
+
+
+class Strides(unittest.TestCase):
+    def test_a_view_argument_is_called_again_as_the_view_it_was(self):
+        rows = torch.arange(30.0).reshape(3, 10)
+        for view in (rows[:, :-1], rows[1:, 2:], rows.t()):
+            spec = calls.encode(view, "input.0")
+            again = calls.restrided(view.contiguous(), spec)
+            self.assertEqual((again.stride(), again.storage_offset()), (view.stride(), view.storage_offset()))
+            self.assertTrue(torch.equal(again, view))
+
+    def test_contiguous_and_overlapping_arguments_stay_contiguous(self):
+        self.assertNotIn("stride", calls.encode(torch.ones(3, 4), "x"))
+        expanded = torch.ones(3, 1).expand(3, 4)
+        again = calls.restrided(expanded.contiguous(), calls.encode(expanded, "x"))
+        self.assertTrue(again.is_contiguous())
+
+
+class Seam(unittest.TestCase):
+    def imports(self, module: str):
+        with open(os.path.join(PACKAGE, module + ".py"), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                found.update([node.module] if node.module else [a.name for a in node.names])
+        return found
+
+    def test_hooks_and_isolation_know_regions_and_not_the_other_way(self):
+        self.assertIn("compiled", self.imports("hooks"))
+        self.assertIn("compiled", self.imports("isolation"))
+        self.assertFalse({"hooks", "isolation", "recording"} & self.imports("compiled"))
+
+
+@unittest.skipUnless(HAS_COMPILE, f"torch {torch.__version__} has no torch.compile")
+class Regions(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+
+    def test_a_whole_model_is_named_after_its_class(self):
+        model = torch.compile(Net())
+        self.assertEqual(list(compiled.find(model)), ["Net"])
+        self.assertEqual(list(compiled.hooked_modules(model, compiled.find(model))), [("Net", model)])
+
+    def run_model(self, level=None):
+        torch.manual_seed(0)
+        model = torch.compile(Net())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(5, 8)
+        if level is None:
+            torch.manual_seed(1)
+            out = model(x)
+            out.sum().backward()
+            return out.detach(), None
+        run = os.path.join(self.dir.name, level)
+        rec = dt.Recorder(model, opt, run_dir=run, level=level)
+        for step in rec.steps(1):
+            with rec.step(step):
+                torch.manual_seed(1)
+                out = model(x)
+                out.sum().backward()
+        rec.close()
+        records = [r for r in map(json.loads, open(os.path.join(run, "rank0.jsonl"))) if "scope" in r]
+        return out.detach(), records
+
+    def test_the_graph_is_recorded_op_by_op_and_the_job_runs_as_compiled(self):
+        plain, _ = self.run_model()
+        out, records = self.run_model("kernel")
+        ops = collections.defaultdict(list)
+        for r in records:
+            ops[r["scope"]].append(r["op"])
+        self.assertEqual(set(ops["fwd/Net"]), {"OptimizedModule", "torch.compile"})
+        self.assertIn("aten.addmm.default", ops["fwd/Net/eager"])
+        self.assertTrue(any("dropout" in op or "bernoulli" in op for op in ops["fwd/Net/eager"]),
+                        ops["fwd/Net/eager"])
+        self.assertFalse([s for s in ops if "_orig_mod" in s])
+        # The eager run drew its dropout mask from the RNG state the compiled
+        # call then drew the same mask from: the job's results are unchanged.
+        self.assertTrue(torch.equal(out, plain))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
