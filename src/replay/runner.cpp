@@ -861,8 +861,16 @@ class Launch {
       }
       // Waits for stderr and for the end of a watched rank, taken at once so
       // that its time is close to the end's.
+      // No longer than until the next look at the status files: after a
+      // change in the request directory (the last rank's "done", say) that is
+      // 2 ms, where the poll's own 20 ms held every request's answer (issue 41).
+      int wait_ms = pipe_open_ ? 20 : 5;
+      if (!what.rank_dir.empty()) {
+        const auto until = std::chrono::ceil<std::chrono::milliseconds>(next_look - std::chrono::steady_clock::now());
+        wait_ms = static_cast<int>(std::clamp<std::int64_t>(until.count(), 0, wait_ms));
+      }
       pollfd fds[3] = {{pipe_open_ ? err_fd_ : -1, POLLIN, 0}, {watch_.fd(), POLLIN, 0}, {changes, POLLIN, 0}};
-      if (::poll(fds, 3, pipe_open_ ? 20 : 5) > 0) {
+      if (::poll(fds, 3, wait_ms) > 0) {
         if (fds[0].revents != 0) {
           const ssize_t got = ::read(err_fd_, buffer, sizeof buffer);
           if (got > 0) keep_stderr(buffer, got);
