@@ -10,6 +10,7 @@
 
 #include "dtrace/recorder.h"
 #include "dtrace/recorder.hpp"
+#include "recorder/session_watch.hpp"
 #include "recorder_support.hpp"
 
 using dtrace::Level;
@@ -130,6 +131,55 @@ TEST_CASE("a session serves its requests in order, each answered in its own dire
     CHECK(run.reader->header().replay["protocol"] == "dtrace-replay/1.2");
     for (int rank = 0; rank < 2; ++rank) CHECK(status_of(out_dir, rank).starts_with("done "));
   }
+}
+
+// How next() waits (issue 41): a request renamed into the directory wakes it
+// through inotify, not at its next look. The look here is an hour and the
+// writer posts from another thread: a wait that missed the rename would come
+// back timed out (after 30 s), never with Found::look.
+TEST_CASE("a request renamed into the session's directory wakes the wait at once") {
+  using dtrace::recording::DirectoryWatch;
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  fs::create_directories(session_dir);
+  DirectoryWatch watch(session_dir);
+  REQUIRE(watch.watching());
+  for (int k = 0; k < 3; ++k) {
+    std::thread dtrace_side([&] {
+      // Not a timing assertion: gives the wait a moment to be asleep in its poll
+      // (a request already there is found as present, which passes too).
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      write_env_request(session_dir, k, step_replay(dir / "answer"));
+    });
+    const auto found = watch.wait_for("request." + std::to_string(k) + ".json", std::chrono::seconds(30),
+                                      std::chrono::hours(1));
+    dtrace_side.join();
+    CHECK((found == DirectoryWatch::Found::event || found == DirectoryWatch::Found::present));
+  }
+  // Nothing posted: the wait ends at its timeout, saying so.
+  CHECK(watch.wait_for("request.3.json", std::chrono::milliseconds(20), std::chrono::hours(1)) ==
+        DirectoryWatch::Found::timed_out);
+  // The directory's earlier changes queued in between do not count for the next wait.
+  write_env_request(session_dir, 3, step_replay(dir / "answer"));
+  CHECK(watch.wait_for("request.3.json", std::nullopt, std::chrono::hours(1)) == DirectoryWatch::Found::present);
+}
+
+TEST_CASE("next() returns a request posted while it waits") {
+  TempDir dir;
+  const std::string session_dir = dir / "session";
+  auto session = open_session(session_dir);
+  std::thread dtrace_side([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // next() asleep by then, most likely
+    write_env_request(session_dir, 0, step_replay(dir / "answer-0"));
+  });
+  const auto request = session->next();
+  dtrace_side.join();
+  REQUIRE(request);
+  CHECK(request->out_dir == dir / "answer-0");
+  CHECK(session->request_number() == 0);
+  session->done();
+  write_end(session_dir, 1);
+  CHECK_FALSE(session->next());
 }
 
 TEST_CASE("a request's variables replace the process environment's") {

@@ -403,7 +403,7 @@ class ReplaySession {
   ReplaySession(const ReplaySession&) = delete;
   ReplaySession& operator=(const ReplaySession&) = delete;
 
-  // Waits for the next request (looking every 10 ms) and returns it, built by
+  // Waits for the next request (inotify, and a look every 10 ms) and returns it, built by
   // ReplayRequest::from_variables from the request's env alone (a variable not
   // in it is unset, whatever the process environment says); nullopt at the
   // end request. Throws RecorderError naming the request file when it is not a

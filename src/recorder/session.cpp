@@ -9,6 +9,10 @@
 // before the program does anything for the request, so the exit handler
 // reports a failure there, and done() finishes them (decline() too, with
 // "declined": dtrace then launches the request).
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,6 +20,7 @@
 #include <thread>
 
 #include "dtrace/recorder.hpp"
+#include "recorder/session_watch.hpp"
 #include "recorder/status.hpp"
 
 namespace dtrace {
@@ -25,7 +30,9 @@ namespace {
 namespace fs = std::filesystem;
 using Kind = RecorderError::Kind;
 
-// Between looks for the next request: nothing next to a replay (dtrace-fp(5)).
+// Between looks for the next request when no change in the session's
+// directory woke the wait (inotify wakes it at once where it sees the rename):
+// nothing next to a replay (dtrace-fp(5)).
 constexpr auto kPollInterval = std::chrono::milliseconds(10);
 
 std::optional<std::string> lookup(const std::map<std::string, std::string>& variables,
@@ -45,6 +52,57 @@ std::map<std::string, std::string> process_variables() {
 
 }  // namespace
 
+namespace recording {
+
+DirectoryWatch::DirectoryWatch(std::string dir) : dir_(std::move(dir)) {
+  fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (fd_ >= 0 && ::inotify_add_watch(fd_, dir_.c_str(), IN_MOVED_TO | IN_CREATE | IN_CLOSE_WRITE) < 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+DirectoryWatch::~DirectoryWatch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+DirectoryWatch::Found DirectoryWatch::wait_for(const std::string& name,
+                                               std::optional<std::chrono::milliseconds> timeout,
+                                               std::chrono::milliseconds look) {
+  const std::string path = (fs::path(dir_) / name).string();
+  const auto started = std::chrono::steady_clock::now();
+  Found how = Found::present;
+  while (true) {
+    // Changes queued since the last wait (earlier requests, the .new files
+    // renamed into them) say nothing now: read before looking, so that a
+    // change after the look wakes the poll below.
+    char buffer[4096];
+    if (fd_ >= 0) {
+      while (::read(fd_, buffer, sizeof buffer) > 0) {
+      }
+    }
+    std::error_code ec;
+    if (fs::exists(path, ec)) return how;
+    auto wait = look;
+    if (timeout) {
+      const auto left = *timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::steady_clock::now() - started);
+      if (left <= std::chrono::milliseconds(0)) return Found::timed_out;
+      wait = std::min(wait, left);
+    }
+    if (fd_ < 0) {
+      std::this_thread::sleep_for(wait);
+      how = Found::look;
+      continue;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    const int woke = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(wait.count(), 1 << 30)));
+    how = woke > 0 ? Found::event : Found::look;
+  }
+}
+
+}  // namespace recording
+
 struct ReplaySession::State {
   std::string dir;
   std::int64_t step = 0;
@@ -57,6 +115,8 @@ struct ReplaySession::State {
   std::optional<std::string> out_dir;  // of the request being served
   std::map<std::string, std::string> variables;  // of the request being served
   std::vector<std::unique_ptr<recording::StatusFile>> statuses;
+  // Set up at the first next(), kept for the session's life.
+  std::unique_ptr<recording::DirectoryWatch> watch;
 };
 
 ReplaySession::ReplaySession(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -102,12 +162,10 @@ std::optional<ReplayRequest> ReplaySession::next(std::optional<std::chrono::mill
   }
   if (s.ended) return std::nullopt;
   const std::string path = (fs::path(s.dir) / ("request." + std::to_string(s.next) + ".json")).string();
-  const auto started = std::chrono::steady_clock::now();
-  for (std::error_code ec; !fs::exists(path, ec);) {
-    if (timeout && std::chrono::steady_clock::now() - started >= *timeout) {
-      throw RecorderError(path + ": no request after " + std::to_string(timeout->count()) + " ms");
-    }
-    std::this_thread::sleep_for(kPollInterval);
+  if (!s.watch) s.watch = std::make_unique<recording::DirectoryWatch>(s.dir);
+  const std::string name = "request." + std::to_string(s.next) + ".json";
+  if (s.watch->wait_for(name, timeout, kPollInterval) == recording::DirectoryWatch::Found::timed_out) {
+    throw RecorderError(path + ": no request after " + std::to_string(timeout->count()) + " ms");
   }
   // dtrace renames a complete file into place: what exists is whole.
   std::ifstream in(path, std::ios::binary);

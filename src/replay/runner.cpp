@@ -737,6 +737,7 @@ class Launch {
       Outcome ignored;
       finish(ignored);
     }
+    if (changes_ >= 0) ::close(changes_);
   }
 
   // Starts command.argv; an Error when it cannot be started at all.
@@ -832,16 +833,21 @@ class Launch {
     // the request directory is watched (inotify) so that its answer is read
     // then, not at the next 50 ms look (eight requests waited 60 ms each).
     // Status files rewritten at every scope wake it at most every few ms.
-    const int changes = what.session() ? ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK) : -1;
-    if (changes >= 0 && ::inotify_add_watch(changes, what.rank_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY) < 0) {
-      ::close(changes);
-    }
-    const struct Closer {
-      int fd;
-      ~Closer() {
-        if (fd >= 0) ::close(fd);
+    // One inotify instance for the launch's life, a watch per request: closing
+    // an instance waits for the kernel's grace period (8-15 ms measured here),
+    // which each request paid when it had one of its own (issue 41).
+    if (what.session() && changes_ < 0) changes_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    const int watch =
+        what.session() && changes_ >= 0
+            ? ::inotify_add_watch(changes_, what.rank_dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY)
+            : -1;
+    const int changes = watch >= 0 ? changes_ : -1;
+    const struct Unwatch {
+      int fd, watch;
+      ~Unwatch() {
+        if (watch >= 0) ::inotify_rm_watch(fd, watch);
       }
-    } closer{changes};
+    } unwatch{changes, watch};
     while (!exited_) {
       if ((stopped_by_ = stop.received()) != 0) return Ended::stopped;
       const auto now = std::chrono::steady_clock::now();
@@ -861,8 +867,16 @@ class Launch {
       }
       // Waits for stderr and for the end of a watched rank, taken at once so
       // that its time is close to the end's.
+      // No longer than until the next look at the status files: after a
+      // change in the request directory (the last rank's "done", say) that is
+      // 2 ms, where the poll's own 20 ms held every request's answer (issue 41).
+      int wait_ms = pipe_open_ ? 20 : 5;
+      if (!what.rank_dir.empty()) {
+        const auto until = std::chrono::ceil<std::chrono::milliseconds>(next_look - std::chrono::steady_clock::now());
+        wait_ms = static_cast<int>(std::clamp<std::int64_t>(until.count(), 0, wait_ms));
+      }
       pollfd fds[3] = {{pipe_open_ ? err_fd_ : -1, POLLIN, 0}, {watch_.fd(), POLLIN, 0}, {changes, POLLIN, 0}};
-      if (::poll(fds, 3, pipe_open_ ? 20 : 5) > 0) {
+      if (::poll(fds, 3, wait_ms) > 0) {
         if (fds[0].revents != 0) {
           const ssize_t got = ::read(err_fd_, buffer, sizeof buffer);
           if (got > 0) keep_stderr(buffer, got);
@@ -968,6 +982,7 @@ class Launch {
 
   pid_t pid_ = -1;
   int err_fd_ = -1;
+  int changes_ = -1;  // inotify, a session's request directories (wait)
   bool pipe_open_ = true;
   bool exited_ = false;
   bool status_known_ = false;  // status_ is the launcher's wait status
