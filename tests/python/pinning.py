@@ -11,6 +11,7 @@ bytes' file), not by dtrace's code: the recorder must read what the format
 says, whoever wrote it."""
 from __future__ import annotations
 
+import ctypes
 import glob
 import json
 import os
@@ -63,6 +64,36 @@ class Scratch(unittest.TestCase):
     def run_program(self, *argv: str) -> str:
         """A Python program of this interpreter's."""
         return self.run_command([sys.executable, *argv])
+
+
+class PinningNative:
+    """libdtrace's recorder as a Sink (and dtrace_torch's dispatch mode) asks
+    it about pins: pinned() answers from `pins` ({(op, name): bytes}) and
+    remembers every asking; kernel records are wanted or not (`kernel`, a
+    kernel- or layer-level step), and every tensor recorded is kept."""
+
+    def __init__(self, pins, kernel: bool = True):
+        self.pins, self.kernel, self.asked, self.tensors = pins, kernel, [], []
+
+    def wants(self, level):
+        from dtrace import capi
+        return self.kernel or level < capi.LEVEL_KERNEL
+
+    def captures(self):
+        return False
+
+    def pinned(self, op, name, address, nbytes):
+        self.asked.append((op, name))
+        data = self.pins.get((op, name))
+        if data is None:
+            return False
+        assert len(data) == nbytes, (op, name, len(data), nbytes)
+        if nbytes:
+            ctypes.memmove(address, data, nbytes)
+        return True
+
+    def tensor(self, level, op, io, name, dtype, shape, address, nbytes, digest=None):
+        self.tensors.append((op, name, ctypes.string_at(address, nbytes) if nbytes else b""))
 
 
 def header(run_dir: str, rank: int = 0) -> dict:

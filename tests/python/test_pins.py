@@ -35,27 +35,7 @@ NUMPYTRAIN = os.path.join(SOURCE_ROOT, "examples", "numpy", "numpytrain.py")
 Scratch = pinning.Scratch
 
 
-class PinningNative:
-    """What Sink asks of libdtrace's recorder about pins: pinned() answers
-    from `pins` ({(op, name): bytes}) and remembers every asking."""
-
-    def __init__(self, pins):
-        self.pins, self.asked, self.tensors = pins, [], []
-
-    def wants(self, level): return True
-    def captures(self): return False
-
-    def pinned(self, op, name, address, nbytes):
-        self.asked.append((op, name))
-        data = self.pins.get((op, name))
-        if data is None:
-            return False
-        assert len(data) == nbytes, (op, name, len(data), nbytes)
-        ctypes.memmove(address, data, nbytes)
-        return True
-
-    def tensor(self, level, op, io, name, dtype, shape, address, nbytes, digest=None):
-        self.tensors.append((op, name, ctypes.string_at(address, nbytes) if nbytes else b""))
+PinningNative = pinning.PinningNative
 
 
 class SinkPins(unittest.TestCase):

@@ -39,28 +39,6 @@ TWO_CAUSES = ["--layers", "1", "--nondet", "combine", "--nondet", "embed-bwd"]
 HAS_COMPILE = hasattr(torch, "compile")
 
 
-class PinningNative:
-    """libdtrace's recorder as the Sink and the dispatch mode ask it about
-    pins: `pins` {(op, name): bytes}; kernel records not wanted (a layer-level
-    step), every asking remembered."""
-
-    def __init__(self, pins):
-        self.pins, self.asked = pins, []
-
-    def wants(self, level): return level < capi.LEVEL_KERNEL
-    def captures(self): return False
-
-    def pinned(self, op, name, address, nbytes):
-        self.asked.append((op, name))
-        data = self.pins.get((op, name))
-        if data is None:
-            return False
-        assert len(data) == nbytes, (op, name, len(data), nbytes)
-        if nbytes:
-            ctypes.memmove(address, data, nbytes)
-        return True
-
-
 def raw(t: torch.Tensor) -> bytes:
     """A tensor's logical bytes (what a capture holds)."""
     t = t.detach().resolve_conj().cpu().contiguous() if t.is_complex() else t.detach().cpu().contiguous()
@@ -68,7 +46,8 @@ def raw(t: torch.Tensor) -> bytes:
 
 
 def sink_for(pins):
-    sink = records.Sink(PinningNative(pins))
+    # Kernel records not wanted: a layer-level step, where pins still apply.
+    sink = records.Sink(pinning.PinningNative(pins, kernel=False))
     sink.active = sink.pins = True
     return sink
 
