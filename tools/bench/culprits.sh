@@ -43,7 +43,7 @@ record() {
       "$build/examples/ctrain" --steps 2 --out "$dir" --checkpoint-every 1 --checkpoint-dir "ck-$dir" \
         --chaos-seed "$seed" "${which[@]}" >/dev/null ;;
     minitrain)
-      local which=${MINITRAIN_ONE:-splitk} && [ "$plants" = 2 ] && which=${MINITRAIN_TWO:-splitk,atomics}
+      local which=${MINITRAIN_ONE:-splitk} && [ "$plants" = 2 ] && which=${MINITRAIN_TWO:-splitk,atomic-bias-grad}
       "$build/tools/minitrain/minitrain" --steps 2 --nondet "$which" --chaos-seed "$seed" \
         --startup-delay "$delay" --out "$dir" >/dev/null ;;
   esac
