@@ -1151,6 +1151,8 @@ TEST_CASE("bisect pins the op it named and replays the step again until nothing 
     CHECK(record.find("\"scope\":\"fwd/layer.0\",\"op\":\"add\",\"io\":\"out\",\"name\":\"y\"") !=
           std::string::npos);
     CHECK(fs::exists(pins + "/" + dtrace::log::capture_file_name(0, 0, 0)));
+    // A capture index's line, as the recorder writes one: its bytes' file named.
+    CHECK(record.find("\"file\":\"" + dtrace::log::capture_file_name(0, 0, 0) + "\"}") != std::string::npos);
     const auto json = dtrace::report::bisect_to_json(r);
     REQUIRE(json["culprits"].size() == 1);
     CHECK(json["culprits"][0]["op"] == "add");

@@ -133,9 +133,7 @@ std::string call_name(const Target& t) { return with_call(t.scope + " " + t.op, 
 
 bool inside_isolation(const Asked& asked, const log::Record& r) {
   if (!asked.isolate_op.empty()) return r.scope == asked.isolate_scope && r.op == asked.isolate_op;
-  return r.scope == asked.isolate_scope ||
-         (r.scope.size() > asked.isolate_scope.size() && r.scope.starts_with(asked.isolate_scope) &&
-          r.scope[asked.isolate_scope.size()] == '/');
+  return inside_scope(r.scope, asked.isolate_scope);
 }
 
 // The in records of one call (scope, op, occurrence) of a step, by name.
@@ -339,6 +337,10 @@ Result<void> check_compliance(const std::string& who, const Side& side, std::int
   }
   if (asked.capture && target) return check_capture(who, asked, rank, *target);
   return {};
+}
+
+bool inside_scope(std::string_view scope, std::string_view layer) {
+  return scope.starts_with(layer) && (scope.size() == layer.size() || scope[layer.size()] == '/');
 }
 
 int calls_of(const log::Step& step, const std::string& scope, const std::string& op) {

@@ -166,7 +166,6 @@ Result<void> search_culprits(Session& s) {
     if (!*named) {
       rep.search_stop = "not-localized";
       rep.search_end = "with " + pinned + " pinned, " + rep.reached;
-      name_first(rep);
       break;
     }
     const bool again = std::any_of(rep.culprits.begin(), rep.culprits.end(), [&](const Culprit& c) {
@@ -178,7 +177,6 @@ Result<void> search_culprits(Session& s) {
       rep.search_stop = "not-localized";
       rep.search_end = "with " + pinned + " pinned, the replays named " + rep.scope + " " + rep.op +
                        " again: its pinned outputs did not make its calls agree";
-      name_first(rep);
       break;
     }
     std::vector<std::string> pins_named;
@@ -186,6 +184,7 @@ Result<void> search_culprits(Session& s) {
     Culprit found = culprit_of(rep, first_replay, pins_named);
     found.notes = std::move(round_notes);
     rep.culprits.push_back(std::move(found));
+    // The next round starts from the first culprit's fields (its rank followed), as this one did.
     name_first(rep);
   }
   name_first(rep);

@@ -93,7 +93,7 @@ Result<std::optional<Suspect>> kernel_pass(Session& s, const Suspect& layer) {
   auto d = s.diff_replays(s.round_path("kernel-A"), s.round_path("kernel-B"));
   if (!d) return Error{"reading the kernel-level replays: " + d.error().message};
   for (const auto& m : d->ranks) {
-    if (m.rank == rep.rank && m.role == diff::Role::origin && m.scope.rfind(layer.scope, 0) == 0) {
+    if (m.rank == rep.rank && m.role == diff::Role::origin && inside_scope(m.scope, layer.scope)) {
       rep.notes.push_back("re-run alone " + n(k) + " times per side, " + layer.scope +
                           " gave identical outputs; the kernel is named from the per-kernel replays of step " +
                           step);

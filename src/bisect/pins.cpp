@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -32,12 +31,6 @@ bool is_pinned(const std::vector<Pin>& pins, const log::Record& r) {
     if (r.scope == p.scope && r.op == p.op) return true;
   }
   return false;
-}
-
-// A scope inside `layer` (or the layer's own): fwd/layer.1/mlp is inside
-// fwd/layer.1, fwd/layer.10 is not.
-bool inside(std::string_view scope, std::string_view layer) {
-  return scope.starts_with(layer) && (scope.size() == layer.size() || scope[layer.size()] == '/');
 }
 
 // The records to pin, by rank, each with the capture its bytes are in.
@@ -68,10 +61,14 @@ Result<int> write_capture(const ByRank& chosen, const log::Header& header, std::
       const fs::path from = fs::path(c.capture) / log::capture_file_name(rank, r.step, r.seq);
       r.step = step;
       r.seq = seq++;
-      const fs::path to = fs::path(dir) / log::capture_file_name(rank, step, r.seq);
+      const std::string file = log::capture_file_name(rank, step, r.seq);
+      const fs::path to = fs::path(dir) / file;
       fs::copy_file(from, to, ec);
       if (ec) return Error{from.string() + ": cannot copy the pinned output to " + to.string() + ": " + ec.message()};
-      writer->record(r);
+      std::string line;
+      log::append_capture_line(line, r, file);
+      line.pop_back();  // raw_line ends the line
+      writer->raw_line(line);
       ++total;
     }
     writer->end_step(rank, step, seq);
@@ -139,7 +136,7 @@ Result<int> write_isolation_pins(const std::vector<Pin>& pins, const std::string
     if (first < 0) continue;
     for (const log::Record& r : st.records) {
       const bool in_call = calls == 1 || (r.seq > first && r.seq < last);
-      if (in_call && inside(r.scope, layer.scope) && is_pinned(pins, r)) chosen[st.rank].push_back({&r, capture});
+      if (in_call && inside_scope(r.scope, layer.scope) && is_pinned(pins, r)) chosen[st.rank].push_back({&r, capture});
     }
   }
   if (chosen.empty()) return 0;

@@ -215,6 +215,9 @@ Result<void> check_compliance(const std::string& who, const Side& side, std::int
 // occurs once, the request it always saw (man/dtrace-fp.5).
 Variables isolation_variables(const std::string& step, const std::string& scope, const std::string& isolate,
                               int occurrence, const std::string& inputs, int k, const std::string& out);
+// A scope inside `layer`, or the layer's own (compliance.cpp): fwd/layer.1/mlp
+// is inside fwd/layer.1, fwd/layer.10 is not.
+bool inside_scope(std::string_view scope, std::string_view layer);
 // How many calls of (scope, op) a step holds (the report's "call 2 of 2").
 int calls_of(const log::Step& step, const std::string& scope, const std::string& op);
 // The captured in records of `target`'s call, by name, in the capture `dir`

@@ -172,6 +172,15 @@ void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std
   out += "}\n";
 }
 
+void append_capture_line(std::string& out, const Record& record, std::string_view file) {
+  append_record_line(out, record);
+  // The line ends in "}\n": reopen the object to add the file it was saved to.
+  out.resize(out.size() - 2);
+  out += ",\"file\":";
+  append_json_string(out, file);
+  out += "}\n";
+}
+
 void Writer::raw_line(std::string_view json_object) {
   buffer_ += json_object;
   buffer_ += '\n';

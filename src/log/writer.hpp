@@ -47,6 +47,10 @@ void append_json_string(std::string& out, std::string_view text);
 // included), exactly as Writer writes them: for callers that assemble lines
 // away from a file (the recorder buffers a rank's step before a shared file).
 void append_record_line(std::string& out, const Record& record);
+// A capture index's line (dtrace-fp(5), DTRACE_CAPTURE): the record's log
+// line with "file", the file its bytes were saved to. The recorder's
+// captures and bisect's pin captures both write it.
+void append_capture_line(std::string& out, const Record& record, std::string_view file);
 // `chain`: the step's chained digest (dtrace-fp(5)), written as field "chain" when given;
 // `line`: the end record's own line number in its file, field "line" when given.
 void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std::int64_t count,

@@ -46,15 +46,6 @@ void write_capture_file(const std::string& dir, const std::string& name, const v
   if (::close(fd) != 0) throw RecorderError(path + ": write failed: " + std::strerror(errno));
 }
 
-void append_capture_line(std::string& out, const log::Record& record, std::string_view file) {
-  log::append_record_line(out, record);
-  // The line ends in "}\n": reopen the object to add the file it was saved to.
-  out.resize(out.size() - 2);
-  out += ",\"file\":";
-  log::append_json_string(out, file);
-  out += "}\n";
-}
-
 CaptureIndex CaptureIndex::load(const std::string& dir, std::int32_t rank,
                                 std::optional<std::int64_t> step, std::string_view variable) {
   // The index is capture.jsonl, or one capture.rank<r>.jsonl per process of a

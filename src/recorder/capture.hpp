@@ -30,9 +30,6 @@ using log::capture_file_name;
 void write_capture_file(const std::string& dir, const std::string& name, const void* data,
                         std::size_t bytes);
 
-// The record's index line: its log line with "file" added.
-void append_capture_line(std::string& out, const log::Record& record, std::string_view file);
-
 // One rank's captured tensors, read from a capture directory, found by identity.
 class CaptureIndex {
  public:

@@ -392,7 +392,7 @@ class RankRecorder final : public Recorder {
     if (captures()) {
       const std::string file = recording::capture_file_name(rank_, *step_, record.seq);
       recording::write_capture_file(*request_.capture, file, tensor.data, tensor.bytes);
-      recording::append_capture_line(capture_lines_, record, file);
+      log::append_capture_line(capture_lines_, record, file);
       ++captured_;
     }
   }
