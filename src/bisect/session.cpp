@@ -315,12 +315,11 @@ Result<replay::Outcome> Session::request(const std::string& stage, const Side& s
       if (auto r = start_session(stage, other, command); !r) return r.error();
     }
   }
-  Served& serving = served_.at(side.name);
-  record.launch = static_cast<int>(serving.index);
-  auto outcome = serving.launch->request(record.env, command.rank_dir, command.timeout_s);
-  Launch& launched = report.launches.at(serving.index);
+  record.launch = static_cast<int>(served.index);
+  auto outcome = served.launch->request(record.env, command.rank_dir, command.timeout_s);
+  Launch& launched = report.launches.at(served.index);
   ++launched.requests;
-  launched.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - serving.started).count();
+  launched.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - served.started).count();
   return outcome;
 }
 
