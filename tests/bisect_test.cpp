@@ -128,6 +128,10 @@ struct Workload {
   // pins are ignored (nothing acknowledged), as a workload that only says 1.3.
   bool honours_pins = false;
 
+  // regions.rank0.json as a kernel-level capture holds it (dtrace-fp(5),
+  // Compiled regions); none when empty.
+  std::string regions;
+
   int step_calls = 0;
   std::vector<std::pair<char, std::map<std::string, std::string>>> calls;
 
@@ -217,6 +221,9 @@ struct Workload {
         auto inner = layer_with_kernels(outcome);
         lines.insert(lines.end(), inner.begin(), inner.end());
         if (v.count("DTRACE_CAPTURE")) write_capture(v.at("DTRACE_CAPTURE"), step, inner);
+        if (v.count("DTRACE_CAPTURE") && !regions.empty()) {
+          write_file(v.at("DTRACE_CAPTURE") + "/regions.rank0.json", regions);
+        }
       } else {
         if (layer_generator_follows) lines.push_back({"fwd/layer.0", "layer", "in", "rng", 0x900u + outcome});
         if (!layer_input_unrecorded) {
@@ -367,6 +374,68 @@ TEST_CASE("bisect names the kernel whose output differs from the same inputs", "
   CHECK(e.outputs[0].fingerprint == e.outputs[2].fingerprint);
   CHECK(e.outputs[0].fingerprint != e.outputs[1].fingerprint);
   CHECK(e.outputs[1].fingerprint == e.outputs[4].fingerprint);
+}
+
+TEST_CASE("bisect reports the compiled region a named op lies in, as the workload declared it", "[bisect]") {
+  SECTION("an op in a part of the region: the region, its kind and the part with what it means") {
+    Bisect b;
+    b.workload.regions = R"({"regions":[{"scope":"fwd/layer","kind":"torch.compile"},
+        {"scope":"fwd/layer.0","kind":"torch.compile","parts":{"layer.0":"wrong level"}},
+        {"scope":"bwd/layer.0","kind":"torch.compile"}]})";
+    // The fake's add is recorded in fwd/layer.0 itself: that region, no part.
+    Report r = b.run();
+    REQUIRE(r.verdict == Verdict::named);
+    REQUIRE(r.region);
+    CHECK(r.region->scope == "fwd/layer.0");  // not fwd/layer, a prefix of the name only
+    CHECK(r.region->kind == "torch.compile");
+    CHECK(r.region->part.empty());
+    REQUIRE(r.culprits.size() == 1);
+    REQUIRE(r.culprits[0].region);
+    CHECK(r.culprits[0].region->scope == "fwd/layer.0");
+    const auto json = dtrace::report::bisect_to_json(r);
+    CHECK(json["culprit"]["region"]["scope"] == "fwd/layer.0");
+    CHECK(json["culprit"]["region"]["part"].is_null());
+    CHECK(json["culprits"][0]["region"]["kind"] == "torch.compile");
+    const std::string text = dtrace::report::bisect_to_text(r);
+    CHECK(text.find("  region:   fwd/layer.0 (torch.compile)\n") != std::string::npos);
+  }
+  SECTION("the innermost declared region, and the part below it") {
+    TempDir dir;
+    std::vector<std::string> notes;
+    dtrace::test::write_text(dir / std::string("regions.rank3.json"),
+                             R"({"regions":[{"scope":"fwd/GPT","kind":"torch.compile"},
+                                 {"scope":"fwd/GPT/blocks.0","kind":"torch.compile",
+                                  "parts":{"eager":"its graph run op by op"}}]})");
+    auto region = dtrace::bisect::region_of(dir.path(), 3, "fwd/GPT/blocks.0/eager/x", notes);
+    REQUIRE(region);
+    CHECK(region->scope == "fwd/GPT/blocks.0");
+    CHECK(region->part == "eager");
+    CHECK(region->part_means == "its graph run op by op");
+    region = dtrace::bisect::region_of(dir.path(), 3, "fwd/GPT/inductor", notes);
+    REQUIRE(region);
+    CHECK(region->scope == "fwd/GPT");
+    CHECK(region->part == "inductor");
+    CHECK(region->part_means.empty());
+    CHECK(!dtrace::bisect::region_of(dir.path(), 3, "fwd/GPTX", notes));
+    CHECK(!dtrace::bisect::region_of(dir.path(), 0, "fwd/GPT", notes));  // rank 0 declared nothing
+    CHECK(notes.empty());
+  }
+  SECTION("a declaration that does not parse: a note naming the file, and no region") {
+    Bisect b;
+    b.workload.regions = R"({"regions":[{"scope":"fwd/layer.0"}]})";
+    const Report r = b.run();
+    REQUIRE(r.verdict == Verdict::named);
+    CHECK(!r.region);
+    CHECK(has_note(r.notes, "regions.rank0.json: a region without string \"scope\" and \"kind\""));
+    CHECK(dtrace::report::bisect_to_json(r)["culprit"]["region"].is_null());
+  }
+  SECTION("a workload that declares no region: none") {
+    Bisect b;
+    const Report r = b.run();
+    CHECK(!r.region);
+    CHECK(!has_note(r.notes, "regions.rank0.json"));
+    CHECK(dtrace::report::bisect_to_text(r).find("region:") == std::string::npos);
+  }
 }
 
 TEST_CASE("bisect's evidence: distinct outputs and the pair compared", "[bisect]") {
@@ -1084,7 +1153,7 @@ TEST_CASE("bisect launches the requests a session declines, and keeps the sessio
                   "DTRACE_REPLAY_STEP=0") != std::string::npos);
   CHECK(text.find("session 1 (A): 4 requests (4 declined, launched) in ") != std::string::npos);
   const auto json = dtrace::report::bisect_to_json(r);
-  CHECK(json["schema_version"] == "1.6");
+  CHECK(json["schema_version"] == "1.7");
   const auto& first = json["launches"].at(static_cast<std::size_t>(r.replays.front().launch));
   CHECK(first["declined"] == nlohmann::json{{"session", 0}, {"request", 0},
                                             {"reason", "this fake replays in fresh processes only"}});

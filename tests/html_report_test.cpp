@@ -221,6 +221,7 @@ TEST_CASE("a bisect's every culprit: the ladder is the first's, a table lists th
   second.first_replay = 1;
   second.end_replay = 3;
   second.pinned = {"fwd/layer.0 matmul"};
+  second.region = dtrace::bisect::Region{"fwd/layer.1", "torch.compile", "eager", "its graph run op by op"};
   b.culprits = {first, second};
   b.search_end = "with fwd/layer.0 matmul, fwd/layer.1 matmul pinned, the replays of step 0 agree over 3 attempts";
   const std::string html = divergence_html(nullptr, &b);
@@ -229,6 +230,9 @@ TEST_CASE("a bisect's every culprit: the ladder is the first's, a table lists th
   CHECK(html.find("<code>fwd/layer.1 matmul</code> (rank 0)") != std::string::npos);
   CHECK(html.find("<td>fwd/layer.0 matmul</td>") != std::string::npos);  // what the second was searched with
   CHECK(html.find("<td>2, 2.50 s</td>") != std::string::npos);           // its two replays
+  // The second lies in a compiled region; the first in none.
+  CHECK(html.find("<code>fwd/layer.1</code> (torch.compile region, part eager)</td>") != std::string::npos);
+  CHECK(html.find("<code>fwd/layer.0</code></td>") != std::string::npos);
   CHECK(html.find(b.search_end) != std::string::npos);
   // The ladder lists the first culprit's replay only.
   CHECK(html.find("DTRACE_PIN=/w/r1-pins") == std::string::npos);

@@ -168,6 +168,19 @@ class Diff(Report):
 # --- dtrace bisect (dtrace-bisect-1.schema.json) -------------------------------
 
 @dataclass(kw_only=True)
+class Region:
+    """The compiled region a named op lies in (since schema 1.7), as the
+    workload declared it: its scope, kind ("torch.compile"), and the part of it
+    the op ran in ("eager", "inductor"; None for an op recorded in the region's
+    own scope)."""
+    scope: str
+    kind: str
+    part: Optional[str] = None
+    part_means: Optional[str] = None
+    extra: dict[str, Any] = _extra()
+
+
+@dataclass(kw_only=True)
 class Culprit:
     """A named op; basis "confirmed", "layer-repetitions" or "step-replays". In
     ``Bisect.culprits`` (since schema 1.6) each also has its layer, evidence,
@@ -182,6 +195,7 @@ class Culprit:
     calls: int
     basis: str
     layer: Optional[str] = None
+    region: Optional[Region] = None
     evidence: Optional[Evidence] = None
     reached: Optional[str] = None
     replays: list[int] = field(default_factory=list)

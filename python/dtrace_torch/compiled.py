@@ -55,6 +55,8 @@ compiled code) is refused at layer and kernel level."""
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from typing import Dict, List, Optional
 
 import torch
@@ -83,6 +85,26 @@ def whole_model_name(model: torch.nn.Module) -> str:
     the module the user compiled (GPT), not `_orig_mod`, the attribute torch
     keeps it in."""
     return type(getattr(model, "_orig_mod", model)).__name__
+
+
+# What each part of a region (a sub-scope of its scope) is, as regions.rank<r>.json
+# tells bisect, which reports it with an op named there.
+PARTS = {EAGER: "the region's graph run op by op, without the compiler (dynamo's graph, eager)",
+         "inductor": "the kernels inductor generated for the region, one by one"}
+
+
+def declare(capture_dir: str, rank: int, regions: Dict[str, torch.nn.Module]) -> str:
+    """Writes <capture>/regions.rank<r>.json (dtrace-fp(5), Compiled regions):
+    the regions' scopes, forward and backward, so bisect reports the region an
+    op it names lies in, apart from the op. Returns the path."""
+    declared = [{"scope": f"{direction}/{name}", "kind": REGION_OP, "parts": PARTS}
+                for name in regions for direction in ("fwd", "bwd")]
+    path = os.path.join(capture_dir, f"regions.rank{rank}.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"regions": declared}, f)
+    os.replace(tmp, path)
+    return path
 
 
 def find(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:

@@ -144,6 +144,8 @@ class Recorder(_Recorder):
         capture = self.native.capture_dir()
         self._calls = CallLog(capture, self.rank) if capture else None
         regions = compiled.find(self.model) if self.level >= capi.LEVEL_LAYER else {}
+        if capture and regions and self.level >= capi.LEVEL_KERNEL:
+            compiled.declare(capture, self.rank, regions)  # bisect's kernel pass reads it
         self._hooks = ModuleHooks(self, self.model, regions) if self.level >= capi.LEVEL_LAYER else None
         # The dispatch mode: recording ATen ops at kernel level (_mode), and
         # entered at any level in a step where pins may apply (_active_mode).

@@ -80,6 +80,8 @@ Result<bool> name_kernel(Session& session, const Suspect& layer) {
   rep.scope = (*kernel)->scope;
   rep.role = "origin";
   rep.occurrence = (*kernel)->occurrence;
+  // A region the workload declared in the kernel pass's capture of A.
+  rep.region = region_of(session.round_path("capture-A"), rep.rank, rep.scope, rep.notes);
   rep.evidence.reset();
   // How many calls of the op the step holds, from A's per-kernel replay of it.
   auto replayed = load_step(session.round_path("kernel-A"), rep.rank, rep.step);

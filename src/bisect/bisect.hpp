@@ -148,6 +148,19 @@ struct Evidence {
   std::string kernels_source;  // "torch.profiler", ...
 };
 
+// The compiled region a named op lies in, as the workload declared it
+// (dtrace-fp(5), "Compiled regions": regions.rank<r>.json in the kernel pass's
+// capture). A region is one layer to the layer pass; inside it the workload
+// records parts of its own, sub-scopes the op's scope may name (dtrace_torch:
+// "eager", the region's graph run op by op; "inductor", the kernels the
+// compiler generated for it).
+struct Region {
+  std::string scope;       // the region's scope, fwd/blocks.0
+  std::string kind;        // what compiled it, "torch.compile"
+  std::string part;        // the sub-scope the op lies in, "" for the region's own call
+  std::string part_means;  // what the part is, in the workload's words ("" when it said nothing)
+};
+
 // Where the runs' own records first differ, read from the logs (no replay),
 // when that is before the bisected step.
 struct EarlierDivergence {
@@ -195,6 +208,7 @@ struct Culprit {
   int calls = 1;
   Basis basis = Basis::confirmed;
   std::string layer;
+  std::optional<Region> region;  // the compiled region it lies in, if any
   std::optional<Evidence> evidence;
   std::string reached;   // "kernel named: ..."
   // The replays that found it: indices [first_replay, end_replay) into Report::replays.
@@ -220,6 +234,7 @@ struct Report {
   int calls = 1;       // how many calls of op the step's scope holds
   Basis basis = Basis::confirmed;
   std::string layer;                  // the suspect layer scope
+  std::optional<Region> region;       // the compiled region the named op lies in, if any
   // restore: the first state record that differs, by scope, op and name
   // (state_record() names it: "step param b1" and "step momentum b1" differ).
   std::string state, state_scope, state_op;

@@ -28,6 +28,7 @@ Culprit culprit_of(const Report& rep, int first_replay, std::vector<std::string>
   c.calls = rep.calls;
   c.basis = rep.basis;
   c.layer = rep.layer;
+  c.region = rep.region;
   c.evidence = rep.evidence;
   c.reached = rep.reached;
   c.first_replay = first_replay;
@@ -49,6 +50,7 @@ void name_first(Report& rep) {
   rep.calls = c.calls;
   rep.basis = c.basis;
   rep.layer = c.layer;
+  rep.region = c.region;
   rep.evidence = c.evidence;
   rep.reached = c.reached;
 }

@@ -218,6 +218,12 @@ Variables isolation_variables(const std::string& step, const std::string& scope,
 // A scope inside `layer`, or the layer's own (compliance.cpp): fwd/layer.1/mlp
 // is inside fwd/layer.1, fwd/layer.10 is not.
 bool inside_scope(std::string_view scope, std::string_view layer);
+// The compiled region `scope` lies in, from the workload's declaration in the
+// capture `dir` for `rank` (regions.cpp); nullopt when it declared none there
+// or `scope` is in none. A declaration that does not parse adds a note and
+// names no region: the op stands without it.
+std::optional<Region> region_of(const std::string& dir, std::int32_t rank, const std::string& scope,
+                                std::vector<std::string>& notes);
 // How many calls of (scope, op) a step holds (the report's "call 2 of 2").
 int calls_of(const log::Step& step, const std::string& scope, const std::string& op);
 // The captured in records of `target`'s call, by name, in the capture `dir`

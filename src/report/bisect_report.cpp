@@ -63,6 +63,24 @@ std::string basis_text(bisect::Basis basis, const std::string& layer, std::int64
 
 std::string basis_text(const bisect::Report& r) { return basis_text(r.basis, r.layer, r.step, r.evidence.has_value()); }
 
+// Since 1.7: the compiled region the op lies in (dtrace-fp(5), "Compiled regions").
+nlohmann::json region_json(const std::optional<bisect::Region>& region) {
+  if (!region) return nullptr;
+  const auto text = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  return {{"scope", region->scope}, {"kind", region->kind}, {"part", text(region->part)},
+          {"part_means", text(region->part_means)}};
+}
+
+// The region line under a named op: where in the compiled code it ran.
+void region_text(std::ostringstream& o, const std::optional<bisect::Region>& region) {
+  if (!region) return;
+  o << "  region:   " << region->scope << " (" << region->kind << ")";
+  if (!region->part.empty()) {
+    o << ", in its part " << region->part << (region->part_means.empty() ? "" : ": " + region->part_means);
+  }
+  o << "\n";
+}
+
 // Since 1.6: every culprit (man/dtrace.1, EVERY CULPRIT).
 nlohmann::json culprit_json(const bisect::Report& r, const bisect::Culprit& c) {
   return {{"op", c.op},
@@ -74,6 +92,7 @@ nlohmann::json culprit_json(const bisect::Report& r, const bisect::Culprit& c) {
           {"role", c.role},
           {"basis", bisect::basis_name(c.basis)},
           {"layer", c.layer.empty() ? nlohmann::json() : nlohmann::json(c.layer)},
+          {"region", region_json(c.region)},
           {"evidence", c.evidence ? evidence_json(*c.evidence) : nlohmann::json()},
           {"reached", c.reached},
           {"replays", {c.first_replay, c.end_replay}},
@@ -135,7 +154,8 @@ nlohmann::json bisect_to_json(const bisect::Report& r) {
                     {"step", r.step},
                     {"rank", r.rank},
                     {"role", r.role},
-                    {"basis", bisect::basis_name(r.basis)}};
+                    {"basis", bisect::basis_name(r.basis)},
+                    {"region", region_json(r.region)}};
   } else {
     j["culprit"] = nullptr;
   }
@@ -255,6 +275,7 @@ std::string bisect_to_text(const bisect::Report& r) {
                                                           : "named on the step's per-kernel replays: ")
         << with_call(r.scope + " " + r.op, r.occurrence, r.calls) << " (" << r.role << ")\n";
       if (!r.layer.empty()) o << "  layer:    " << r.layer << "\n";
+      region_text(o, r.region);
       o << "  basis:    " << basis_text(r) << "\n";
       break;
     case bisect::Verdict::restore:
@@ -312,6 +333,7 @@ std::string bisect_to_text(const bisect::Report& r) {
         << ", rank " << c.rank << ")" << (i == 0 ? ": above\n" : "\n");
       if (i == 0) continue;
       if (!c.layer.empty()) o << "  layer:    " << c.layer << "\n";
+      region_text(o, c.region);
       o << "  basis:    " << basis_text(c.basis, c.layer, r.step, c.evidence.has_value()) << "\n";
       o << "  pinned:   ";
       for (std::size_t k = 0; k < c.pinned.size(); ++k) o << (k ? ", " : "") << c.pinned[k];

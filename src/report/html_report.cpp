@@ -491,7 +491,11 @@ void write_culprits(std::ostringstream& o, const bisect::Report& b) {
     }
     o << "<tr class=\"culprit\"><td>" << i + 1 << "</td><td><code>"
       << escape(with_call(c.scope + " " + c.op, c.occurrence, c.calls)) << "</code> (rank " << c.rank
-      << ")</td><td><code>" << escape(c.layer) << "</code></td><td>" << bisect::basis_name(c.basis)
+      << ")</td><td><code>" << escape(c.layer) << "</code>"
+      << (c.region ? " (" + escape(c.region->kind) + " region" +
+                         (c.region->part.empty() ? "" : ", part " + escape(c.region->part)) + ")"
+                   : std::string())
+      << "</td><td>" << bisect::basis_name(c.basis)
       << "</td><td>" << (pinned.empty() ? "none" : escape(pinned)) << "</td><td>"
       << (c.evidence ? escape(plural(c.evidence->distinct_outputs, "distinct output", "distinct outputs") + ": " +
                               c.evidence->reading)

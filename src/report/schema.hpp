@@ -18,7 +18,7 @@ struct Schema {
 };
 
 inline constexpr Schema diff_schema{"dtrace-diff", "1.1"};
-inline constexpr Schema bisect_schema{"dtrace-bisect", "1.6"};
+inline constexpr Schema bisect_schema{"dtrace-bisect", "1.7"};
 inline constexpr Schema show_schema{"dtrace-show", "1.1"};
 inline constexpr Schema check_schema{"dtrace-check", "1.4"};
 inline constexpr Schema env_schema{"dtrace-env", "1.0"};

@@ -64,7 +64,7 @@ for mode in sessions launches; do
 
   run_dtrace 0 bisect two-a two-b --step 0 --rank 0 "${flags[@]}"
   out=$(cat "$OUT")
-  [ "$(jq -r .schema_version <<<"$out")" = 1.6 ] || fail "schema_version $(jq -r .schema_version <<<"$out")"
+  [ "$(jq -r .schema_version <<<"$out")" = 1.7 ] || fail "schema_version $(jq -r .schema_version <<<"$out")"
   [ "$(culprits "$out")" = "$first"$'\n'"$second" ] ||
     fail "$mode: two plants named $(culprits "$out" | paste -sd,), expected $first, $second"
   # The first culprit is still the report's own culprit, for scripts that predate the list.

@@ -31,7 +31,7 @@ json_is culprit.scope '"fwd/layer.1"'
 json_is culprit.rank 0
 json_true '"reduction order" in d["evidence"]["reading"]'
 json_is replay_mode '"sessions"'
-json_is schema_version '"1.6"'
+json_is schema_version '"1.7"'
 # One session per side; every step replay after its first (the capture
 # stage's) launched, naming its session's request and the reason.
 json_true '[l["side"] for l in d["launches"] if l["session"]] == ["A", "B"]'

@@ -108,6 +108,11 @@ json_is culprit.op '"dtrace_example.combine.default"'
 json_is culprit.scope '"fwd/blocks.0/eager"'
 json_is culprit.occurrence 0
 json_is culprit.basis '"confirmed"'
+# The region apart from the op (regions.rank<r>.json, dtrace-fp(5)).
+json_is culprit.region.scope '"fwd/blocks.0"'
+json_is culprit.region.kind '"torch.compile"'
+json_is culprit.region.part '"eager"'
+json_true 'd["culprits"][0]["region"] == d["culprit"]["region"]'
 json_true 'd["evidence"]["distinct_outputs"] >= 2'
 # One cause, one culprit: with the op pinned the region agrees.
 json_true 'len(d["culprits"]) == 1'
@@ -125,6 +130,8 @@ json_is verdict '"named"'
 json_is culprit.scope '"bwd/blocks.0"'
 json_is culprit.op '"dtrace_example.combine.default"'
 json_is culprit.basis '"confirmed"'
+json_is culprit.region.scope '"bwd/blocks.0"'
+json_is culprit.region.part null
 
 # A cause outside every region (the head's backward, eager): the eager op, as
 # on a model without regions.
@@ -135,4 +142,5 @@ json_is verdict '"named"'
 json_is culprit.scope '"bwd/head"'
 json_is culprit.op '"dtrace_example.combine.default"'
 json_is culprit.basis '"confirmed"'
+json_is culprit.region null
 echo ok

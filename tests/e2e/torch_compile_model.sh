@@ -39,6 +39,8 @@ for how in sessions launches; do
   json_is culprit.op '"dtrace_example.combine.default"'
   json_is culprit.occurrence 0
   json_is culprit.basis '"confirmed"'
+  json_is culprit.region.scope '"fwd/GPT"'
+  json_is culprit.region.part '"eager"'
   json_true 'd["evidence"]["distinct_outputs"] >= 2'
   json_true 'len(d["culprits"]) == 1'
 done
