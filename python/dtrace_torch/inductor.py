@@ -109,6 +109,7 @@ class KernelCall:
 class _Watch:
     def __init__(self):
         self.callback: Optional[Callable[[KernelCall], Any]] = None
+        self.fill = False  # zero-fill the buffers `call` allocates (watch's fill)
         self.count = 0
         self.installed = False
 
@@ -132,7 +133,7 @@ def _wrap_kernel(name: str, fn: Callable, params, source: str) -> Callable:
 def _wrap_allocator(fn: Callable) -> Callable:
     def allocate(*args, **kwargs):
         t = fn(*args, **kwargs)
-        if _watch.callback is not None and isinstance(t, torch.Tensor):
+        if _watch.fill and isinstance(t, torch.Tensor):
             t.untyped_storage().fill_(0)
         return t
 
@@ -201,16 +202,18 @@ def _install() -> bool:
 
 
 @contextlib.contextmanager
-def watch(callback: Callable[[KernelCall], Any]):
+def watch(callback: Callable[[KernelCall], Any], fill: bool = True):
     """Every generated kernel called in the body goes to callback(call),
-    which runs it (call.run()) and returns what it returned. Yields whether
-    the kernels can be watched at all in this torch."""
+    which runs it (call.run()) and returns what it returned. `fill`: the
+    buffers the generated code allocates are zero-filled (for recording;
+    a listing leaves them as they are, its profile free of the fills).
+    Yields whether the kernels can be watched at all in this torch."""
     if not _install() or _watch.callback is not None:
         yield False
         return
-    _watch.callback, _watch.count = callback, 0
+    _watch.callback, _watch.fill, _watch.count = callback, fill, 0
     try:
         yield True
     finally:
-        _watch.callback = None
+        _watch.callback, _watch.fill = None, False
 

@@ -388,7 +388,7 @@ def _isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Opti
         _restore_rng(rec, scope, op, loader, e["occurrence"])
         # The compiled forward itself (no hook, nothing recorded); on the CPU
         # each generated kernel named to the profiler as it runs.
-        with listing.profile(), inductor.watch(_profiled if on_cpu else _run):
+        with listing.profile(), inductor.watch(_profiled if on_cpu else _run, fill=False):
             rec._compiled.compiled_call(name)(*args, **kwargs)
         listing.write(listing_dir, rec.rank, scope)
     rec.native.end_step()
@@ -437,7 +437,7 @@ def _this_process_kernel(rec, region_scope: str, name: str, captured_step: int, 
 
     active, rec.sink.active = rec.sink.active, False
     try:
-        with inductor.watch(discover) as watching:
+        with inductor.watch(discover, fill=False) as watching:
             rec._compiled.compiled_call(name)(*args, **kwargs)
     except (RuntimeError, TypeError, ValueError) as err:
         raise CaptureError(f"the captured inputs of {region_scope} do not fit compiled region {name}: {err}") from err

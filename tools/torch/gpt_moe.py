@@ -180,7 +180,9 @@ def planted_ops(nondet, layers: int, compiled=(), prefix: str = ""):
     eagerly, fwd/blocks.<i>/eager, where the kernel level records it; an eager
     node of its backward in bwd/blocks.<i>); `prefix`: the model's own in the scopes
     ("module." under DistributedDataParallel). The switches planting no op
-    (a resume's generator or data order) are not listed."""
+    (a resume's generator or data order) are not listed, nor inductor-order,
+    whose op is a kernel inductor generates and names itself
+    (tests/e2e/torch_compile_inductor.sh finds it in the output code)."""
     combine = "dtrace_example.combine.default"
     atomics = {"index-add": "aten.index_add_.default", "scatter-add": "aten.scatter_add_.default"}
     # The MoE's forward adds its experts' outputs back one way (MoE.forward):
