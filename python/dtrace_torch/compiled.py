@@ -276,21 +276,21 @@ class Regions:
         with inductor.watch(lambda call: self.record_kernel(call, f"{scope}/{INDUCTOR}", occurrence)):
             yield
 
-    def record_kernel(self, call: "inductor.KernelCall", scope: str, region_occurrence: int,
-                      record: Optional[bool] = None):
+    def record_kernel(self, call: "inductor.KernelCall", scope: str, region_occurrence: int):
         """Runs one generated kernel call as an op of `scope`: at kernel level
         `in` the tensors it reads as they were before it ran, `out` those it
         wrote, after; where pins may apply, its outputs take their pins in
         place before the next kernel reads them. Under a capture its call is
-        logged with what isolating it needs (isolation.py): the output code's
-        file, the region's call it ran in and its place among that call's
-        kernels, and how to allocate the buffers it only writes."""
+        logged with what isolating it needs (isolation.py): the region's call
+        it ran in and its place among that call's kernels, and how to
+        allocate the buffers it only writes."""
         rec = self.rec
         sink = rec.sink
         previous = sink.set_scope(scope)
         try:
-            if record is None:
-                record = rec._mode is not None and sink.active and sink.native.wants(capi.LEVEL_KERNEL)
+            # Not in an isolation of the region's one op, which records that op only.
+            record = rec._mode is not None and not self.isolating and sink.active and \
+                sink.native.wants(capi.LEVEL_KERNEL)
             if record:
                 inputs = call.inputs()
                 sink.tensors_(capi.LEVEL_KERNEL, call.name, capi.IO_IN, inputs)
@@ -300,8 +300,7 @@ class Regions:
                           for p, t in call.outputs() if p not in read}
                 rec.log_call(scope, call.name, self._occurrence_of(scope, call.name), call.args, {},
                              [p for p, _ in call.params],
-                             {"source": call.source, "region_occurrence": region_occurrence, "index": call.index,
-                              "allocate": layout})
+                             {"region_occurrence": region_occurrence, "index": call.index, "allocate": layout})
             out = call.run()
             outputs = call.outputs()
             if sink.pins and sink.active:

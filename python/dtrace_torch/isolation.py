@@ -437,15 +437,12 @@ def _this_process_kernel(rec, region_scope: str, name: str, captured_step: int, 
 
     active, rec.sink.active = rec.sink.active, False
     try:
-        with inductor.watch(discover, fill=False) as watching:
+        with inductor.watch(discover, fill=False):
             rec._compiled.compiled_call(name)(*args, **kwargs)
     except (RuntimeError, TypeError, ValueError) as err:
         raise CaptureError(f"the captured inputs of {region_scope} do not fit compiled region {name}: {err}") from err
     finally:
         rec.sink.active = active
-    if not watching:
-        raise CaptureError(f"{region_scope}/{compiled.INDUCTOR} {op}: this torch's generated kernels cannot be "
-                           "called one by one (dtrace_torch's inductor.py)")
     index = e["index"]
     if index >= len(seen) or seen[index].name != op:
         ran = ", ".join(c.name for c in seen) or "none"
@@ -464,6 +461,9 @@ def _isolate_kernel(rec, scope: str, op: str, captured_step: int, repeat: int, s
     (compiled.Regions.record_kernel)."""
     region_scope = compiled.kernel_scope(scope)
     name, _ = _region_target(rec, region_scope, op, step)
+    if not inductor.available():
+        raise CaptureError(f"{scope} {op}: this torch's generated kernels cannot be called one by one "
+                           "(dtrace_torch's inductor.py)")
     entries = _entries(rec, scope, op, captured_step)
     loader = Loader(rec, scope, op)
     kernels_of = [_this_process_kernel(rec, region_scope, name, captured_step, e, op) for e in entries]
@@ -487,7 +487,8 @@ def _isolate_kernel(rec, scope: str, op: str, captured_step: int, repeat: int, s
             call = inductor.KernelCall(op, kernel.fn, tuple(args), kernel.params, kernel.source, kernel.index)
             rec._compiled.record_kernel(call, scope, e.get("region_occurrence", 0))
     if listing_dir:
-        listing = kernels.KernelList(op, "cpu")
+        # The kernel itself, and the output code it is in (this process's).
+        listing = kernels.KernelList(op, kernels.device_of(kernels_of[0].args))
         listing.names = [op]
         listing.write(listing_dir, rec.rank, scope, source=f"inductor output code {kernels_of[0].source}")
     rec.native.end_step()

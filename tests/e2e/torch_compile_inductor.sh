@@ -58,6 +58,7 @@ PY
 for how in sessions launches; do
   flags=()
   [ "$how" = launches ] && flags=(--launches)
+  [ "$how" = sessions ] && flags=(--keep kept)
   run_dtrace 0 bisect --trust --timeout 900 "${flags[@]}" --json a b
   json_is verdict '"named"'
   json_is layer '"fwd/blocks.0"'
@@ -75,4 +76,22 @@ for how in sessions launches; do
   json_true 'd["culprits"][0]["scope"] == "fwd/blocks.0/inductor"'
   json_true 'all(c["scope"] != "fwd/blocks.0/inductor" for c in d["culprits"][1:])'
 done
+
+# The region's own confirm (DTRACE_ISOLATE=fwd/blocks.0::torch.compile), by
+# hand from the kept capture: its listing names the generated kernels as they
+# run, the culprit among them, by the output code's names, and nothing is
+# compiled again for it (inductor's cache holds the same output code after).
+code_files() { find "$TORCHINDUCTOR_CACHE_DIR" -name '*.py' | sort; }
+code_files >code-before
+DTRACE_REPLAY_STEP=0 DTRACE_LEVEL=kernel DTRACE_SCOPE=fwd/blocks.0 DTRACE_ISOLATE=fwd/blocks.0::torch.compile \
+  DTRACE_INPUTS=kept/capture-A DTRACE_REPEAT=2 DTRACE_OUT_DIR=region-out DTRACE_CAPTURE=region-capture \
+  DTRACE_OUT=region-out/replay.jsonl ex "${plant[@]}" --inductor-threads 1 --run-dir a --checkpoint-dir ca
+code_files >code-after
+cmp -s code-before code-after || fail "the region's confirm compiled it again: $(comm -13 code-before code-after)"
+"$PYTHON" - "$op" <<'PY' || fail "the region's kernel listing"
+import json, sys
+listing = json.load(open("region-capture/kernels.rank0.json"))
+assert sys.argv[1] in listing["kernels"], listing
+assert not [k for k in listing["kernels"] if k.startswith("graph_")], listing
+PY
 echo ok
