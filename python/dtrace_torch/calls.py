@@ -101,10 +101,13 @@ class CallLog:
         self._file = open(path(capture_dir, rank), "a", encoding="utf-8")
 
     def write(self, step: int, scope: str, op: str, occurrence: int, args: Tuple, kwargs: Dict,
-              names=None) -> None:
+              names=None, extra: Optional[Dict[str, Any]] = None) -> None:
         """`names`: the record name of each positional argument (an op's schema
-        names); None: input.<i>, input.<key> as module inputs are recorded."""
+        names); None: input.<i>, input.<key> as module inputs are recorded.
+        `extra`: JSON fields the caller's isolation reads back (an inductor
+        kernel's, compiled.py)."""
         entry: Dict[str, Any] = {"step": step, "scope": scope, "op": op, "occurrence": occurrence}
+        entry.update(extra or {})
         try:
             entry["args"] = [encode(a, names[i] if names and i < len(names) else f"input.{i}")
                              for i, a in enumerate(args)]

@@ -31,12 +31,24 @@ which regions there are (Regions.regions) and how to call one unrecorded
   RNG states and buffers put back: every ATen or custom op of it is recorded,
   captured and isolated as an eager model's, so bisect's kernel pass names
   the op there (fwd/blocks.0/eager dtrace_example.combine.default) when the
-  eager graph reproduces the difference, and REGION_OP when only the compiled
-  call differs (the generated code).
+  eager graph reproduces the difference.
+- the generated kernels, one by one: at kernel level, while the region's
+  compiled call runs, each of inductor's generated kernels it calls
+  (inductor.py watches them) is one op in the sub-scope <scope>/inductor,
+  named as the output code names it (cpp_fused_sum_0): `in` the tensors it
+  reads before it ran, `out` those it wrote after (record_kernel). So the
+  records of one call are its arguments, the eager graph's ops, the
+  generated kernels, its results, and the kernel pass names the first
+  generated kernel that differs from agreeing inputs when the eager graph
+  agrees (fwd/blocks.0/inductor cpp_fused_..._0), and REGION_OP when none
+  does (an op the generated code calls, kernels that cannot be watched).
 - isolation of fwd/<region>::REGION_OP (bisect's confirm) calls the compiled
   module with the captured arguments (isolation.py); what ran inside it is
-  listed from torch.profiler (kernels.py), inductor's kernels and the ops its
-  generated code called. A backward node cannot be re-run alone (its saved
+  listed from torch.profiler (kernels.py), inductor's kernels (named to the
+  profiler as they run, inductor.py: nothing compiled again) and the ops its
+  generated code called. Isolation of fwd/<region>/inductor::<kernel> calls
+  that one kernel, as this process compiled the region, from its captured
+  arguments. A backward node cannot be re-run alone (its saved
   tensors are the compiled forward's): refused, saying the divergence lies in
   that region's backward.
 - pinned ops (dtrace-fp(5)): where pins may apply (sink.pins, in replays), a
@@ -48,7 +60,9 @@ which regions there are (Regions.regions) and how to call one unrecorded
   too, its ops asking for theirs: when one of them took a pin, the region's
   results are the eager graph's (the compiled code's own call of that op
   cannot be pinned from outside), so the difference a named op of a region
-  caused disappears from the later replays as an eager op's does.
+  caused disappears from the later replays as an eager op's does. A
+  generated kernel asks too, as it ran, for each tensor it wrote: a pinned
+  one takes the pinned bytes in place, before the next kernel reads it.
 
 A module compiled in place (Module.compile(), whose hooks run inside the
 compiled code) is refused at layer and kernel level."""
@@ -63,6 +77,7 @@ import torch
 
 from dtrace import capi
 
+from . import inductor
 from .errors import DtraceError
 from .records import flatten, rng_inputs
 
@@ -70,6 +85,16 @@ REGION_OP = "torch.compile"
 # The sub-scope of a region's scope in which its graph, run eagerly, is
 # recorded at kernel level: fwd/<region>/eager.
 EAGER = "eager"
+# The sub-scope in which inductor's generated kernels, as the region's
+# compiled call runs them, are recorded at kernel level: fwd/<region>/inductor.
+INDUCTOR = "inductor"
+
+
+def kernel_scope(scope: str) -> Optional[str]:
+    """The region's scope (fwd/blocks.0) of a generated kernel's scope
+    (fwd/blocks.0/inductor); None for any other scope."""
+    suffix = "/" + INDUCTOR
+    return scope[:-len(suffix)] if scope.endswith(suffix) and len(scope) > len(suffix) else None
 
 
 def _optimized_module():
@@ -203,11 +228,7 @@ class Regions:
         self.rec.sink.tensors_(self._level(), REGION_OP, io, items)
 
     def _occurrence(self) -> int:
-        counts = self.rec._mode.calls if self.rec._mode is not None else {}
-        key = (self.rec.sink.scope or "", REGION_OP)
-        occurrence = counts.get(key, 0)
-        counts[key] = occurrence + 1
-        return occurrence
+        return self._occurrence_of(self.rec.sink.scope or "", REGION_OP)
 
     def _wrap(self, name: str, module: torch.nn.Module) -> None:
         inner = module.forward
@@ -229,7 +250,10 @@ class Regions:
                 rec._record(capi.IO_IN, flatten("input", list(args)) + flatten("input", kwargs) + rng_inputs())
                 rec.rec.log_call(rec.rec.sink.scope or "", REGION_OP, occurrence, args, kwargs)
             pinned = rec._eager_graph(module, args, kwargs)
-            with mode_set_aside(mode):
+            pinning = sink.pins and sink.active
+            kernels = (wanted and not rec.isolating) or pinning
+            with mode_set_aside(mode), rec._generated_kernels(sink.scope or "", occurrence if wanted else 0,
+                                                              kernels):
                 out = inner(*args, **kwargs)
             if pinned is not None:
                 # An op of the eager graph took a pin: the region's results are
@@ -239,7 +263,6 @@ class Regions:
                 with mode_set_aside(mode), torch.no_grad():
                     for (_, t), (_, e) in zip(flatten("out", out), flatten("out", pinned)):
                         t.copy_(e)
-            pinning = sink.pins and sink.active
             if wanted or pinning:
                 outputs = flatten("out", out if isinstance(out, (tuple, list)) else [out])
                 if pinning:
@@ -263,6 +286,58 @@ class Regions:
             return out
 
         module.forward = forward
+
+    @contextlib.contextmanager
+    def _generated_kernels(self, scope: str, occurrence: int, wanted: bool):
+        """While the region's compiled call runs (its call `occurrence` in
+        `scope`), each of inductor's generated kernels it calls is one op in
+        <scope>/inductor (record_kernel), when `wanted`."""
+        if not wanted:
+            yield
+            return
+        with inductor.watch(lambda call: self.record_kernel(call, f"{scope}/{INDUCTOR}", occurrence)):
+            yield
+
+    def record_kernel(self, call: "inductor.KernelCall", scope: str, region_occurrence: int):
+        """Runs one generated kernel call as an op of `scope`: at kernel level
+        `in` the tensors it reads as they were before it ran, `out` those it
+        wrote, after; where pins may apply, its outputs take their pins in
+        place before the next kernel reads them. Under a capture its call is
+        logged with what isolating it needs (isolation.py): the region's call
+        it ran in and its place among that call's kernels, and how to
+        allocate the buffers it only writes."""
+        rec = self.rec
+        sink = rec.sink
+        previous = sink.set_scope(scope)
+        try:
+            # Not in an isolation of the region's one op, which records that op only.
+            record = rec._mode is not None and not self.isolating and sink.active and \
+                sink.native.wants(capi.LEVEL_KERNEL)
+            if record:
+                inputs = call.inputs()
+                sink.tensors_(capi.LEVEL_KERNEL, call.name, capi.IO_IN, inputs)
+                read = {p for p, _ in inputs}
+                layout = {p: {"shape": list(t.shape), "stride": list(t.stride()), "offset": int(t.storage_offset()),
+                              "dtype": str(t.dtype).replace("torch.", ""), "device": str(t.device)}
+                          for p, t in call.outputs() if p not in read}
+                rec.log_call(scope, call.name, self._occurrence_of(scope, call.name), call.args, {},
+                             [p for p, _ in call.params],
+                             {"region_occurrence": region_occurrence, "index": call.index, "allocate": layout})
+            out = call.run()
+            outputs = call.outputs()
+            if sink.pins and sink.active:
+                sink.take_pins(call.name, outputs)  # in place: the kernels after it read the pinned bytes
+            if record:
+                sink.tensors_(capi.LEVEL_KERNEL, call.name, capi.IO_OUT, outputs)
+            return out
+        finally:
+            sink.set_scope(previous)
+
+    def _occurrence_of(self, scope: str, op: str) -> int:
+        counts = self.rec._mode.calls if self.rec._mode is not None else {}
+        occurrence = counts.get((scope, op), 0)
+        counts[(scope, op)] = occurrence + 1
+        return occurrence
 
     def _eager_graph(self, module: torch.nn.Module, args, kwargs):
         """The region's graph run eagerly under the dispatch mode, in

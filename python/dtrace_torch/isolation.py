@@ -18,7 +18,7 @@ import torch
 from dtrace import capi
 from dtrace import isolation as captured
 
-from . import calls, compiled, kernels, param_grads
+from . import calls, compiled, inductor, kernels, param_grads
 from .dispatch import named_inputs
 from .errors import CaptureError
 from .fingerprints import _DTYPES
@@ -110,6 +110,8 @@ def _isolate(rec, step: Optional[int]) -> None:
     repeat = native.repeat()
     if op == compiled.REGION_OP:
         _isolate_region(rec, scope, captured_step, repeat, step)
+    elif op and compiled.kernel_scope(scope) is not None:
+        _isolate_kernel(rec, scope, op, captured_step, repeat, step)
     elif op:
         _isolate_op(rec, scope, op, captured_step, repeat)
     elif scope.startswith("fwd/"):
@@ -328,6 +330,18 @@ def _tensor_specs(entry: Dict[str, Any]) -> List[Dict[str, Any]]:
     return found
 
 
+def _run(call: "inductor.KernelCall"):
+    return call.run()
+
+
+def _profiled(call: "inductor.KernelCall"):
+    """A generated kernel's call as the profiler's event of its name, as
+    inductor's cpp.enable_kernel_profile would name it, without compiling
+    the region again for that (its configuration is part of the cache key)."""
+    with torch.profiler.record_function(call.name):
+        return call.run()
+
+
 def _isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
     """DTRACE_ISOLATE=fwd/<region>::torch.compile: the compiled module called K
     times from its captured arguments and RNG states, with the parameters of
@@ -335,27 +349,18 @@ def _isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Opti
     it, whatever the level); under a capture what ran inside it is listed
     (kernels.py)."""
     op = compiled.REGION_OP
-    name = scope.split("/", 1)[1] if "/" in scope else scope
-    regions = _regions(rec)
-    if not scope.startswith("fwd/"):
-        raise CaptureError(f"{scope} {op}: the backward of compiled region {name} cannot be re-run "
-                           "alone (its saved tensors are the compiled forward's): the divergence lies inside "
-                           f"that region's backward")
-    if name not in regions:
-        raise CaptureError(f"DTRACE_ISOLATE={scope}::{op}: no compiled region named {name!r} in this "
-                           f"model (it has: {sorted(regions) or 'none'})")
-    if step is None:
-        raise CaptureError(f"DTRACE_ISOLATE={scope}::{op}: a compiled region is re-run with the "
-                           "parameters of its step: set DTRACE_REPLAY_STEP too")
-    module = regions[name]
+    name, module = _region_target(rec, scope, op, step)
     entries = _entries(rec, scope, op, captured_step)
     loader = Loader(rec, scope, op)
     listing_dir = kernels.wanted(rec.native)
-    if listing_dir and not any(str(spec.get("device", "")).startswith("cuda") for spec in _tensor_specs(entries[0])):
-        # On the CPU inductor's kernels report to the profiler only when
-        # compiled to (one compile more, which inductor's cache then keeps
-        # for the other side's confirm); on CUDA the profiler sees the
-        # device kernels as they are, and the region runs as cached.
+    on_cpu = not any(str(spec.get("device", "")).startswith("cuda") for spec in _tensor_specs(entries[0]))
+    if listing_dir and on_cpu and not inductor.available():
+        # On the CPU inductor's kernels report to the profiler by themselves
+        # only when compiled to (one compile more, which inductor's cache
+        # then keeps for the other side's confirm): where they cannot be
+        # watched (inductor.py), that compile; else the listing call names
+        # them itself (below) and the region runs as cached. On CUDA the
+        # profiler sees the device kernels as they are.
         kernels.profile_generated_kernels()
     if rec._hooks:
         rec._hooks.only = f"{scope}::{op}"  # no module scope records: only the op's
@@ -381,7 +386,109 @@ def _isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Opti
         args, kwargs = _captured_call(e, loader)
         listing = kernels.KernelList(op, kernels.device_of(t for _, t in flatten("a", [args, kwargs])))
         _restore_rng(rec, scope, op, loader, e["occurrence"])
-        with listing.profile():  # the compiled forward itself: no hook, nothing recorded
+        # The compiled forward itself (no hook, nothing recorded); on the CPU
+        # each generated kernel named to the profiler as it runs.
+        with listing.profile(), inductor.watch(_profiled if on_cpu else _run, fill=False):
             rec._compiled.compiled_call(name)(*args, **kwargs)
         listing.write(listing_dir, rec.rank, scope)
+    rec.native.end_step()
+
+
+def _region_target(rec, scope: str, op: str, step: Optional[int]):
+    """The region name and compiled module of fwd/<region> (scope), or
+    CaptureError saying why it cannot be re-run alone (`op` for the message)."""
+    name = scope.split("/", 1)[1] if "/" in scope else scope
+    regions = _regions(rec)
+    if not scope.startswith("fwd/"):
+        raise CaptureError(f"{scope} {op}: the backward of compiled region {name} cannot be re-run "
+                           "alone (its saved tensors are the compiled forward's): the divergence lies inside "
+                           f"that region's backward")
+    if name not in regions:
+        raise CaptureError(f"DTRACE_ISOLATE={scope}::{op}: no compiled region named {name!r} in this "
+                           f"model (it has: {sorted(regions) or 'none'})")
+    if step is None:
+        raise CaptureError(f"DTRACE_ISOLATE={scope}::{op}: a compiled region is re-run with the "
+                           "parameters of its step: set DTRACE_REPLAY_STEP too")
+    return name, regions[name]
+
+
+def _this_process_kernel(rec, region_scope: str, name: str, captured_step: int, e: Dict[str, Any], op: str):
+    """The generated kernel a captured kernel call (e) names, as this
+    process's compile of the region has it: the region's captured call it
+    ran in is run once, unrecorded, and the kernel called at the same place
+    of it is the one. Not the capture's output code file: each side runs the
+    code its own job compiled (another inductor configuration, another
+    machine), as the region's own confirm does."""
+    region_op = compiled.REGION_OP
+    occ = e.get("region_occurrence", 0)
+    calls_of = [c for c in calls.read(rec.native.inputs_dir(), rec.rank, captured_step, region_scope, region_op)
+                if c["occurrence"] == occ]
+    if not calls_of or "index" not in e:
+        raise CaptureError(f"{rec.native.inputs_dir()}: no captured call {occ} of {region_scope} {region_op} "
+                           f"at step {captured_step} for rank {rec.rank}, which generated kernel {op} ran in")
+    loader = Loader(rec, region_scope, region_op)
+    args, kwargs = _captured_call(calls_of[0], loader)
+    _restore_rng(rec, region_scope, region_op, loader, occ)
+    seen: List = []
+
+    def discover(call):
+        seen.append(call)
+        return call.run()
+
+    active, rec.sink.active = rec.sink.active, False
+    try:
+        with inductor.watch(discover, fill=False):
+            rec._compiled.compiled_call(name)(*args, **kwargs)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise CaptureError(f"the captured inputs of {region_scope} do not fit compiled region {name}: {err}") from err
+    finally:
+        rec.sink.active = active
+    index = e["index"]
+    if index >= len(seen) or seen[index].name != op:
+        ran = ", ".join(c.name for c in seen) or "none"
+        raise CaptureError(f"compiled region {name}, re-run from its captured inputs, does not call {op} as "
+                           f"kernel {index} of its call (it called: {ran}): this process compiled it to other code")
+    return seen[index]
+
+
+def _isolate_kernel(rec, scope: str, op: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
+    """DTRACE_ISOLATE=fwd/<region>/inductor::<kernel>: one of inductor's
+    generated kernels, as this process compiled the region
+    (_this_process_kernel), called K times from its captured arguments
+    (tensors it reads from the capture, laid out as in the job; buffers it
+    only writes allocated as the generated code allocates them, zero-filled),
+    each repetition recording it as the region's kernel level does
+    (compiled.Regions.record_kernel)."""
+    region_scope = compiled.kernel_scope(scope)
+    name, _ = _region_target(rec, region_scope, op, step)
+    if not inductor.available():
+        raise CaptureError(f"{scope} {op}: this torch's generated kernels cannot be called one by one "
+                           "(dtrace_torch's inductor.py)")
+    entries = _entries(rec, scope, op, captured_step)
+    loader = Loader(rec, scope, op)
+    kernels_of = [_this_process_kernel(rec, region_scope, name, captured_step, e, op) for e in entries]
+    listing_dir = kernels.wanted(rec.native)
+    if rec._hooks:
+        rec._hooks.only = f"{scope}::{op}"  # no module scope records: only the op's
+    for k in range(repeat):
+        begin_repetition(rec, k)
+        for e, kernel in zip(entries, kernels_of):
+            occ = e["occurrence"]
+            allocate = e.get("allocate", {})
+
+            def load(n: str, spec: Dict[str, Any]) -> torch.Tensor:
+                if n in allocate:
+                    a = allocate[n]
+                    t = torch.zeros(a["shape"], dtype=getattr(torch, a["dtype"]), device=a.get("device", "cpu"))
+                    return calls.restrided(t, a)
+                return calls.restrided(loader.tensor(n, occ, spec.get("device")), spec)
+
+            args = calls.decode(e["args"], load)
+            call = inductor.KernelCall(op, kernel.fn, tuple(args), kernel.params, kernel.source, kernel.index)
+            rec._compiled.record_kernel(call, scope, e.get("region_occurrence", 0))
+    if listing_dir:
+        # The kernel itself, and the output code it is in (this process's).
+        listing = kernels.KernelList(op, kernels.device_of(kernels_of[0].args))
+        listing.names = [op]
+        listing.write(listing_dir, rec.rank, scope, source=f"inductor output code {kernels_of[0].source}")
     rec.native.end_step()

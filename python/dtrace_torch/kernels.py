@@ -63,11 +63,11 @@ class KernelList:
             if name not in self.names:
                 self.names.append(name)
 
-    def write(self, capture_dir: str, rank: int, scope: str) -> str:
+    def write(self, capture_dir: str, rank: int, scope: str, source: str = "torch.profiler") -> str:
         path = os.path.join(capture_dir, f"kernels.rank{rank}.json")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"scope": scope, "op": self.op, "device": self.device, "source": "torch.profiler",
+            json.dump({"scope": scope, "op": self.op, "device": self.device, "source": source,
                        "kernels": self.names}, f)
         os.replace(tmp, path)
         return path

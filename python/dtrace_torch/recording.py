@@ -274,7 +274,7 @@ class Recorder(_Recorder):
         opt.step = step
         self._step_patched = True
 
-    def log_call(self, scope: str, op: str, occurrence: int, args, kwargs, names=None) -> None:
+    def log_call(self, scope: str, op: str, occurrence: int, args, kwargs, names=None, extra=None) -> None:
         if self._calls is not None and self.native.captures():
             self._calls.write(self.current_step if self.current_step is not None else -1, scope, op,
-                              occurrence, args, kwargs, names)
+                              occurrence, args, kwargs, names, extra)

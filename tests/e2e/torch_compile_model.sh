@@ -7,6 +7,8 @@
 # eagerly in fwd/GPT/eager, so bisect names that op there (call 0, as many
 # blocks as calls), confirmed alone from its captured inputs, over launches
 # (--launches) as over sessions. Identical compiled runs diff identical.
+# With --nondet inductor-order (tests/e2e/torch_compile_inductor.sh) the eager
+# graph agrees and the generated kernel is named, in fwd/GPT/inductor.
 #
 # torch 1.13 has no torch.compile: there the test checks that --compile-model
 # is refused and skips (status 77; tools/test.sh's torch 2.x pass runs it).
@@ -44,4 +46,17 @@ for how in sessions launches; do
   json_true 'd["evidence"]["distinct_outputs"] >= 2'
   json_true 'len(d["culprits"]) == 1'
 done
+
+plant=(--steps 1 --layers 1 --compile-model --nondet inductor-order)
+ex "${plant[@]}" --inductor-threads 1 --run-dir g1 --checkpoint-dir cg1 --checkpoint-every 1
+ex "${plant[@]}" --inductor-threads 2 --run-dir g2 --checkpoint-dir cg2 --checkpoint-every 1
+run_dtrace 0 bisect --trust --timeout 900 --json g1 g2
+json_is verdict '"named"'
+json_is layer '"fwd/GPT"'
+json_is culprit.scope '"fwd/GPT/inductor"'
+json_true 'd["culprit"]["op"].startswith("cpp_fused_") and "mean" in d["culprit"]["op"]'
+json_is culprit.occurrence 0
+json_is culprit.basis '"confirmed"'
+json_is culprit.region.scope '"fwd/GPT"'
+json_is culprit.region.part '"inductor"'
 echo ok

@@ -21,6 +21,26 @@ HAS_COMPILE = hasattr(torch, "compile")
 PACKAGE = os.path.dirname(os.path.abspath(compiled.__file__))
 
 
+OUTPUT_CODE = '''
+cpp_fused_relu_0 = async_compile.cpp_pybinding(['float*', 'const float*', 'float*', 'const int64_t'], \'\'\'
+#include "/tmp/x.h"
+extern "C"  void kernel(float* in_out_ptr0,
+                       const float* in_ptr0,
+                       float* out_ptr0,
+                       const int64_t ks0)
+{
+}
+\'\'\')
+
+cpp_fused_sum_1 = async_compile.cpp_pybinding(['const float*', 'float*'], \'\'\'
+extern "C"  void kernel(const float* in_ptr0,
+                       float* out_ptr0)
+{
+}
+\'\'\')
+'''
+
+
 class Net(torch.nn.Module):
     """A dropout (random numbers drawn inside the region) between two layers."""
 
@@ -32,6 +52,15 @@ class Net(torch.nn.Module):
 
     def forward(self, x):
         return self.b(self.drop(torch.relu(self.a(x))))
+
+
+class GeneratedKernels(unittest.TestCase):
+    def test_each_parameter_is_read_written_or_both_as_inductor_names_it(self):
+        from dtrace_torch import inductor
+        self.assertEqual(inductor.kernel_params(OUTPUT_CODE), {
+            "cpp_fused_relu_0": [("in_out_ptr0", "inout"), ("in_ptr0", "in"), ("out_ptr0", "out"),
+                                 ("ks0", "scalar")],
+            "cpp_fused_sum_1": [("in_ptr0", "in"), ("out_ptr0", "out")]})
 
 
 class Strides(unittest.TestCase):
@@ -109,6 +138,18 @@ class Regions(unittest.TestCase):
         self.assertTrue(any("dropout" in op or "bernoulli" in op for op in ops["fwd/Net/eager"]),
                         ops["fwd/Net/eager"])
         self.assertFalse([s for s in ops if "_orig_mod" in s])
+        # The generated kernels, each an op as the output code names it,
+        # between the eager graph's ops and the region's results.
+        kernels = ops["fwd/Net/inductor"]
+        self.assertTrue(kernels and all(op.startswith("cpp_fused_") for op in kernels), dict(ops))
+        at = [r["scope"] for r in records]
+        region_out = [i for i, r in enumerate(records)
+                      if r["scope"] == "fwd/Net" and r["op"] == "torch.compile" and r["io"] == "out"]
+        self.assertLess(len(at) - 1 - at[::-1].index("fwd/Net/eager"), at.index("fwd/Net/inductor"))
+        self.assertLess(len(at) - 1 - at[::-1].index("fwd/Net/inductor"), region_out[0])
+        self.assertFalse([r for r in records if r["scope"] == "fwd/Net/inductor" and r["io"] == "in"
+                          and r["name"].startswith("out_ptr")])
+        self.assertNotIn("bwd/Net/inductor", ops)
         # The eager run drew its dropout mask from the RNG state the compiled
         # call then drew the same mask from: the job's results are unchanged.
         self.assertTrue(torch.equal(out, plain))

@@ -26,7 +26,17 @@ dtrace_torch, with --nondet switches planting causes the seeds name:
   index-add     (CUDA) the combine is index_add_ with deterministic algorithms off:
                 real atomics;
   scatter-add   (CUDA) the combine is scatter_add_ with deterministic algorithms
-                off: real atomics on another op.
+                off: real atomics on another op;
+  inductor-order  (with --compile or --compile-model) each block ends by scaling
+                its output by its root mean square over the whole batch, a
+                reduction in plain torch that inductor fuses into a generated
+                C++ kernel, which splits its terms among the threads its code
+                is generated for: inductor's cpp.threads, 1 or 2, which each
+                process picks at random unless --inductor-threads fixes it. Two
+                processes so add the same terms in other orders, as inductor's
+                split reductions with atomics do on a GPU, while ATen's eager
+                kernels stay as they are: the region's graph run eagerly agrees,
+                and the generated kernel is the cause (fwd/blocks.<i>/inductor).
 
 --compile (torch 2.x) wraps each transformer block in torch.compile: the
 combine op of --nondet combine then runs inside a compiled region, called by
@@ -63,7 +73,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "testdata", "corpus.txt")
 SWITCHES = ("combine", "dispatch-bwd", "embed-bwd", "head-bwd", "dropout-rng", "data-order", "data-unsaved",
-            "python-rng", "index-add", "scatter-add")
+            "python-rng", "index-add", "scatter-add", "inductor-order")
 
 # ---- the planted custom op ---------------------------------------------------
 # dtrace_example::combine(src, index, rows, unordered): out[index[i]] += src[i].
@@ -170,7 +180,9 @@ def planted_ops(nondet, layers: int, compiled=(), prefix: str = ""):
     eagerly, fwd/blocks.<i>/eager, where the kernel level records it; an eager
     node of its backward in bwd/blocks.<i>); `prefix`: the model's own in the scopes
     ("module." under DistributedDataParallel). The switches planting no op
-    (a resume's generator or data order) are not listed."""
+    (a resume's generator or data order) are not listed, nor inductor-order,
+    whose op is a kernel inductor generates and names itself
+    (tests/e2e/torch_compile_inductor.sh finds it in the output code)."""
     combine = "dtrace_example.combine.default"
     atomics = {"index-add": "aten.index_add_.default", "scatter-add": "aten.scatter_add_.default"}
     # The MoE's forward adds its experts' outputs back one way (MoE.forward):
@@ -302,27 +314,32 @@ class MoE(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, experts, top_k, dropout, unordered, atomics, dispatch_unordered=False):
+    def __init__(self, d, heads, experts, top_k, dropout, unordered, atomics, dispatch_unordered=False,
+                 rescale=False):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.attn = Attention(d, heads, dropout)
         self.moe = MoE(d, experts, top_k, unordered, atomics, dispatch_unordered)
         self.drop = nn.Dropout(dropout)
+        self.rescale = rescale
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
-        return x + self.drop(self.moe(self.ln2(x)))
+        x = x + self.drop(self.moe(self.ln2(x)))
+        if self.rescale:  # --nondet inductor-order: one reduction over every element of the batch
+            x = x * torch.rsqrt(x.pow(2).mean() + 1e-6)
+        return x
 
 
 class GPT(nn.Module):
     def __init__(self, vocab=256, d=32, heads=2, layers=2, context=32, experts=4, top_k=2, dropout=0.1,
                  unordered=False, atomics=False, dispatch_unordered=False, embed_unordered=False,
-                 head_unordered=False, tie_weights=False):
+                 head_unordered=False, tie_weights=False, rescale=False):
         super().__init__()
         self.embed = (TokenEmbedding if embed_unordered else nn.Embedding)(vocab, d)
         self.position = nn.Embedding(context, d)
         self.blocks = nn.ModuleList(Block(d, heads, experts, top_k, dropout, unordered, atomics,
-                                          dispatch_unordered)
+                                          dispatch_unordered, rescale)
                                     for _ in range(layers))
         self.ln = nn.LayerNorm(d)
         self.head = (Head if head_unordered else nn.Linear)(d, vocab, bias=False)
@@ -449,6 +466,10 @@ def main(argv=None) -> int:
     p.add_argument("--compile-model", action="store_true",
                    help="torch.compile the whole model (torch 2.x): one region, fwd/GPT, returning the logits "
                         "(the loss computed outside it, as torchtitan does)")
+    p.add_argument("--inductor-threads", type=int, default=None, choices=(1, 2),
+                   help="--nondet inductor-order: the threads inductor's generated C++ is written for "
+                        "(cpp.threads), instead of one picked at random by each process (a run and its replays "
+                        "then run the same code)")
     p.add_argument("--print-planted", action="store_true",
                    help="print the scope and op of each planted op (the --nondet switches), in the order a step "
                         "runs them, one JSON line each, and exit")
@@ -491,7 +512,12 @@ def main(argv=None) -> int:
     model = GPT(d=args.width, layers=args.layers, unordered="combine" in args.nondet,
                 atomics=("scatter-add" if "scatter-add" in args.nondet else "index-add" in args.nondet),
                 dispatch_unordered="dispatch-bwd" in args.nondet, embed_unordered="embed-bwd" in args.nondet,
-                head_unordered="head-bwd" in args.nondet, tie_weights=args.tie_weights).to(args.device)
+                head_unordered="head-bwd" in args.nondet, tie_weights=args.tie_weights,
+                rescale="inductor-order" in args.nondet).to(args.device)
+    if "inductor-order" in args.nondet and (args.compile or args.compile_model):
+        from torch._inductor import config as inductor_config
+        # Part of inductor's cache key: each choice is compiled once and cached.
+        inductor_config.cpp.threads = args.inductor_threads or random.SystemRandom().choice((1, 2))
     if args.compile:  # each block one compiled region, fwd/blocks.<i> (the embeddings and head stay eager)
         for i, block in enumerate(model.blocks):
             model.blocks[i] = torch.compile(block)
@@ -525,7 +551,7 @@ def main(argv=None) -> int:
                               "flip_bit": "%d:%d" % args.flip_bit if args.flip_bit else None,
                               "python_random": args.python_random,
                               "width": args.width, "device": args.device, "compile": args.compile,
-                              "compile_model": args.compile_model})
+                              "compile_model": args.compile_model, "inductor_threads": args.inductor_threads})
     for step in rec.steps(args.steps):
         if step == rec.restored_at and "dropout-rng" in args.nondet:
             torch.manual_seed(int.from_bytes(os.urandom(4), "little"))  # planted: RNG not restored
