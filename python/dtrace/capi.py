@@ -146,6 +146,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dtrace_recorder_open_pinning": ([_c.POINTER(RunOptions), _p, _c.POINTER(_p)], _c.c_int),
         "dtrace_recorder_pins": ([_p, i32p], _c.c_int),
         "dtrace_recorder_pinned": ([_p, _c.c_char_p, _c.c_char_p, _p, _c.c_size_t, i32p], _c.c_int),
+        # Several tensors in one call (DTRACE_1.5, recorder.h).
+        "dtrace_recorder_tensors": ([_p, _c.c_int32, _c.c_size_t, strp, i32p, strp, strp,
+                                     _c.POINTER(i64p), _c.POINTER(_c.c_size_t), _c.POINTER(_p),
+                                     _c.POINTER(_c.c_size_t), _c.POINTER(_c.c_uint64), i32p], _c.c_int),
     }
     for name, (argtypes, restype) in sig.items():
         fn = getattr(lib, name)
@@ -280,6 +284,7 @@ class Native:
         self._lib = lib()
         self._dims: dict = {}  # shape -> its int64[] (tensor())
         self._text: dict = {}  # op, name, dtype -> bytes (tensor())
+        self._plans: dict = {}  # records -> their C arrays (tensor_batch())
         options = RunOptions()
         self._lib.dtrace_run_options_init(_c.byref(options))
         # The bytes objects must outlive the call: keep them on the instance.
@@ -447,6 +452,48 @@ class Native:
                                                            address or None, nbytes)
         if code:
             self._check(code)
+
+    def tensor_batch(self, level: int, records: Tuple[Tuple[str, int, str, str, Tuple[int, ...], int], ...],
+                addresses: Sequence[int]) -> None:
+        """Host tensors in one call (dtrace_recorder_tensors): records[i] is
+        (op, io, name, dtype, shape, nbytes), its bytes at addresses[i] (0 when
+        nbytes is 0), each as tensor() records it, in order, at `level`.
+
+        A ctypes call converts each of its arguments, 2-3 us for tensor()'s
+        ten, so one call for a step's state is most of the saving; the rest
+        is that `records` repeat from step to step (the same parameters): the
+        C arrays of names, dtypes and shapes are made once per distinct
+        `records` (a plan), and only the addresses are written each call."""
+        plan = self._plans.get(records)
+        if plan is None:
+            plan = self._plan(records)
+        data, arrays = plan[0], plan[1]
+        data[:] = addresses
+        if self._stale:
+            self._sync()
+        code = self._lib.dtrace_recorder_tensors(self._h, level, len(records), *arrays)
+        if code:
+            self._check(code)
+
+    def _plan(self, records) -> list:
+        """The C arrays of dtrace_recorder_tensors for `records` (Native.tensor_batch),
+        kept while records repeat: (data, the call's arguments after count,
+        data among them and filled per call, what they point to)."""
+        if len(self._plans) > 256:  # records that vary (a batch of another shape every step): bounded
+            self._plans.clear()
+        n = len(records)
+        text = self._text
+        word = lambda w: text.get(w) or text.setdefault(w, w.encode())  # noqa: E731
+        dims = [(_c.c_int64 * max(1, len(r[4])))(*r[4]) for r in records]
+        words = [[word(r[k]) for r in records] for k in (0, 2, 3)]
+        data = (_p * n)()
+        arrays = ((_c.c_char_p * n)(*words[0]), (_c.c_int32 * n)(*[r[1] for r in records]),
+                  (_c.c_char_p * n)(*words[1]), (_c.c_char_p * n)(*words[2]),
+                  (_c.POINTER(_c.c_int64) * n)(*[_c.cast(d, _c.POINTER(_c.c_int64)) for d in dims]),
+                  (_c.c_size_t * n)(*[len(r[4]) for r in records]), data,
+                  (_c.c_size_t * n)(*[r[5] for r in records]), None, None)
+        plan = self._plans[records] = (data, arrays, dims, words)
+        return plan
 
     def scalar(self, level: int, op: str, io: int, name: str, dtype: str, bits: int, value: float) -> None:
         if self._stale:

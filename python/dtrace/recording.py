@@ -125,6 +125,24 @@ class Scope:
             sink.set_scope(self.previous)
 
 
+class _Timed:
+    """Recorder._timed(): a plain object, not a generator's context manager
+    (a step enters three or four)."""
+
+    __slots__ = ("rec", "wall", "cpu")
+
+    def __init__(self, rec: "Recorder"):
+        self.rec = rec
+
+    def __enter__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc) -> None:
+        rec = self.rec
+        rec.record_seconds += time.perf_counter() - self.wall
+        rec.record_cpu_seconds += time.process_time() - self.cpu
+
+
 class Recorder:
     """Records one rank of a Python training program and answers dtrace's replays.
 
@@ -458,12 +476,22 @@ class Recorder:
         self.native.begin_step(number)
         self.sink.active = True
         self._ask_pins()
-        self.sink.set_scope("step")
+        sink = self.sink
+        sink.set_scope("step")
         with self._timed():
-            self._record_state()
-            self._generators.take()
-            if batch is not None:
-                self._batch(batch)
+            # The state and the batch in one call into libdtrace (Sink.gather),
+            # in the order they are given.
+            sink.gather()
+            try:
+                self._record_state()
+                self._generators.take()
+                if batch is not None:
+                    self._batch(batch)
+            except BaseException:
+                with contextlib.suppress(Exception):  # what came before the failure, as if written one by one
+                    sink.flush()
+                raise
+            sink.flush()
         try:
             with self._step_context():
                 yield self
@@ -575,14 +603,10 @@ class Recorder:
             self._session = None
 
     # ---- what the loop does not see ---------------------------------------------
-    @contextlib.contextmanager
-    def _timed(self):
-        t, c = time.perf_counter(), time.process_time()
-        try:
-            yield
-        finally:
-            self.record_seconds += time.perf_counter() - t
-            self.record_cpu_seconds += time.process_time() - c
+    def _timed(self) -> "_Timed":
+        """`with self._timed():` adds the block's wall and CPU time to
+        record_seconds and record_cpu_seconds."""
+        return _Timed(self)
 
     def _exit(self) -> None:
         self.close()

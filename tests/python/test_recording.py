@@ -80,6 +80,11 @@ class FakeNative:
     def captures(self): return False
     def scalar(self, *args): self.scalars.append(args)
     def tensor(self, *args): self.tensors.append(args)
+
+    def tensor_batch(self, level, records, addresses):  # as libdtrace's dtrace_recorder_tensors: one by one
+        for (op, io, name, dtype, shape, nbytes), address in zip(records, addresses):
+            self.tensor(level, op, io, name, dtype, shape, address, nbytes)
+
     def push_scope(self, s): self.scopes.append(("push", s))
     def pop_scope(self): self.scopes.append(("pop",))
 
@@ -524,7 +529,7 @@ class CostPerCall(Scratch):
                 lib.calls.clear()
                 self.layers(rec, x, step_record=("bwd", 1))
                 self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
-                                             "dtrace_recorder_wants", "dtrace_recorder_tensor"])
+                                             "dtrace_recorder_wants", "dtrace_recorder_tensors"])
                 lib.calls.clear()
                 self.assertEqual(rec.native.current_scope(), "step")  # read: libdtrace's is made right first
                 self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
@@ -553,6 +558,54 @@ class CostPerCall(Scratch):
                 want += [(scope, f"layer.{i}", "y")]
         self.assertEqual(got, want)
         self.assertNotIn("dtrace_recorder_captures", lib.calls)  # nothing captured: never asked
+
+    def test_a_steps_state_and_batch_go_to_libdtrace_in_one_call(self):
+        """dtrace_recorder_tensors (DTRACE_1.5): the state's arrays and numbers
+        and the batch, in one call at the step's start, written as the calls
+        one by one would: every record, in order, each with its own bytes,
+        also when a later step's arrays are others of the same shapes (the
+        call's C arrays are kept, its addresses not) or of another shape."""
+        w, b = np.arange(4, dtype=np.float32), np.array([-1.5, 2.0])
+        state = {"param": {"w": w, "b": b, "lr": 0.25}, "other": {"count": 3}}
+        rec = dtrace.Recorder(state, run_dir=os.path.join(self.dir, "run"), level="step")
+        counting = CountingLibrary(rec.native._lib)
+        rec.native._lib = counting
+        batches = []
+        for step in rec.steps(3):
+            x = np.full((2, 3) if step < 2 else (5,), step, np.int32)
+            y = np.array([step * 0.5], np.float32)
+            batches.append((x, y))
+            counting.calls.clear()
+            with rec.step(step, batch={"x": x, "y": y}):
+                self.assertEqual([c for c in counting.calls if c.startswith("dtrace_recorder_tensor")],
+                                 ["dtrace_recorder_tensors"], "one call for the state and the batch")
+            state["param"]["w"] = w = w * 2  # another array of the same shape, elsewhere
+        lines = [r for r in log(os.path.join(self.dir, "run"))[1:] if r.get("op") in ("param", "other", "batch")]
+        names = [(r["step"], r["op"], r["name"]) for r in lines]
+        self.assertEqual(names, [(s, op, n) for s in range(3) for op, n in (
+            ("param", "param.w"), ("param", "param.b"), ("param", "param.lr"), ("other", "other.count"),
+            ("batch", "batch.x"), ("batch", "batch.y"))])
+        digest = lambda a: f"{capi.fingerprint_host(a.ctypes.data, a.nbytes):016x}"  # noqa: E731
+        by = {(r["step"], r["name"]): r for r in lines}
+        w0 = np.arange(4, dtype=np.float32)
+        for s in range(3):
+            self.assertEqual(by[s, "param.w"]["hash"], digest(w0 * 2 ** s), s)
+            self.assertEqual(by[s, "param.b"]["hash"], digest(b), s)
+            self.assertEqual(by[s, "param.lr"]["hash"], digest(np.array(0.25)), s)
+            self.assertEqual(by[s, "other.count"]["hash"], digest(np.array(3, np.int64)), s)
+            self.assertEqual(by[s, "batch.x"]["hash"], digest(batches[s][0]), s)
+            self.assertEqual(by[s, "batch.x"]["shape"], list(batches[s][0].shape), s)
+            self.assertEqual(by[s, "batch.y"]["hash"], digest(batches[s][1]), s)
+
+    def test_a_value_refused_in_a_gathered_step_start_hands_over_nothing_of_its_record(self):
+        rec = dtrace.Recorder({"param": {"w": np.ones(2, np.float32)}}, run_dir=os.path.join(self.dir, "run"))
+        with self.assertRaisesRegex(ValueError, "big-endian"):
+            with rec.step(0, batch={"x": np.zeros(2, np.float32), "z": np.zeros(2, ">f4")}):
+                pass
+        rec.native.end_step()  # the step as far as it got, written
+        rec.close()
+        got = [(r["op"], r["name"]) for r in log(os.path.join(self.dir, "run"))[1:] if "op" in r]
+        self.assertEqual(got, [("param", "param.w")], "the state before the refused batch, none of the batch")
 
     def test_generator_states_are_built_only_when_a_step_may_have_drawn(self):
         np.random.seed(5)  # no cached gaussian: NumPy's words tell every draw
