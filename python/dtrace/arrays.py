@@ -549,6 +549,22 @@ def _data_offset() -> Optional[int]:
 _DATA_OFFSET: Optional[int] = -1  # not yet known: _data_offset() at the first array
 
 
+def plain_dtype(dtype) -> Optional[str]:
+    """The dtrace-fp(5) name of a NumPy dtype of numbers, as plain_fields()
+    names it (None for others: big-endian, structured, bf16 and the float8s)."""
+    name = _NUMPY_DTYPES.get(dtype)
+    if name is None:
+        key = dtype.str
+        if key[1:2] == "V":  # bf16 and the float8s (by the dtype's name), structured types
+            return None
+        try:
+            name = _typestr_dtype(dtype, key, None, "__array_interface__")
+        except ValueError:
+            return None
+        _NUMPY_DTYPES[dtype] = name
+    return name
+
+
 def plain_fields(value) -> Optional[Tuple[str, Tuple[int, ...], int, int]]:
     """(dtype, shape, address, nbytes) of a C-contiguous NumPy array (exactly
     numpy.ndarray) of numbers, read from its attributes and its object rather
@@ -560,16 +576,9 @@ def plain_fields(value) -> Optional[Tuple[str, Tuple[int, ...], int, int]]:
     numpy = sys.modules.get("numpy")
     if numpy is None or type(value) is not numpy.ndarray or not value.flags.c_contiguous:
         return None
-    dtype = _NUMPY_DTYPES.get(value.dtype)
+    dtype = _NUMPY_DTYPES.get(value.dtype) or plain_dtype(value.dtype)
     if dtype is None:
-        key = value.dtype.str
-        if key[1:2] == "V":  # bf16 and the float8s (by the dtype's name), structured types
-            return None
-        try:
-            dtype = _typestr_dtype(value, key, None, "__array_interface__")
-        except ValueError:
-            return None
-        _NUMPY_DTYPES[value.dtype] = dtype
+        return None
     nbytes = value.nbytes
     if not nbytes:
         return dtype, value.shape, 0, 0

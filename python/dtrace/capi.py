@@ -285,6 +285,7 @@ class Native:
         self._dims: dict = {}  # shape -> its int64[] (tensor())
         self._text: dict = {}  # op, name, dtype -> bytes (tensor())
         self._plans: dict = {}  # records -> their C arrays (tensor_batch())
+        self._wanted: dict = {}  # wants() at step and layer level, until a step begins or ends
         options = RunOptions()
         self._lib.dtrace_run_options_init(_c.byref(options))
         # The bytes objects must outlive the call: keep them on the instance.
@@ -353,11 +354,20 @@ class Native:
     def wants(self, level: int) -> bool:
         if self._level < level <= LEVEL_KERNEL:  # never, whatever the scope and step (recorder.h)
             return False
-        if self._stale:
+        if level < LEVEL_KERNEL:
+            # Step and layer level: the answer depends on the step alone, not the
+            # scope (recorder.h), so it is asked once per step (and once between).
+            wanted = self._wanted.get(level)
+            if wanted is not None:
+                return wanted
+        elif self._stale:
             self._sync()
         out = _c.c_int32()
         self._check(self._lib.dtrace_recorder_wants(self._h, level, _c.byref(out)))
-        return bool(out.value)
+        wanted = bool(out.value)
+        if level < LEVEL_KERNEL:
+            self._wanted[level] = wanted
+        return wanted
 
     def _opt_int(self, fn, ctype=_c.c_int64) -> Optional[int]:
         v = self._get(fn, ctype)
@@ -419,11 +429,26 @@ class Native:
             self._sync()
         return _s(self._get(self._lib.dtrace_recorder_current_scope, _c.c_char_p))
 
-    def begin_step(self, step: int) -> None: self._check(self._lib.dtrace_recorder_begin_step(self._h, step))
-    def end_step(self) -> None: self._check(self._lib.dtrace_recorder_end_step(self._h))
-    def discard_step(self) -> None: self._check(self._lib.dtrace_recorder_discard_step(self._h))
-    def fast_forward(self, until: int) -> None: self._check(self._lib.dtrace_recorder_fast_forward(self._h, until))
-    def begin_repetition(self, k: int) -> None: self._check(self._lib.dtrace_recorder_begin_repetition(self._h, k))
+    # Each of these may change what wants() answers at step and layer level.
+    def begin_step(self, step: int) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_begin_step(self._h, step))
+
+    def end_step(self) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_end_step(self._h))
+
+    def discard_step(self) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_discard_step(self._h))
+
+    def fast_forward(self, until: int) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_fast_forward(self._h, until))
+
+    def begin_repetition(self, k: int) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_begin_repetition(self._h, k))
 
     # Records.
     def tensor(self, level: int, op: str, io: int, name: str, dtype: str, shape: Tuple[int, ...],

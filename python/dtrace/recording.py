@@ -113,10 +113,12 @@ class Scope:
 
     def __enter__(self) -> str:
         sink = self.rec.sink
-        current = sink.scope if sink is not None else None
+        if sink is None:
+            return self.part
+        current = sink._scope
         inner = self.part if current is None or current == "step" else f"{current}/{self.part}"
-        if sink is not None:
-            self.previous = sink.set_scope(inner)
+        self.previous = current
+        sink.set_scope(inner)
         return inner
 
     def __exit__(self, *exc) -> None:
@@ -141,6 +143,46 @@ class _Timed:
         rec = self.rec
         rec.record_seconds += time.perf_counter() - self.wall
         rec.record_cpu_seconds += time.process_time() - self.cpu
+
+
+class _Step:
+    """`with rec.step(number, batch):` (Recorder.step). A plain object rather
+    than a generator's context manager: a few microseconds a step less."""
+
+    __slots__ = ("rec", "number", "batch", "started", "context")
+
+    def __init__(self, rec: "Recorder", number: int, batch: Any):
+        self.rec, self.number, self.batch, self.context = rec, number, batch, None
+
+    def __enter__(self) -> "Recorder":
+        rec = self.rec
+        if rec._unrecorded:  # a step before an isolation: run, not recorded
+            return rec
+        self.started = time.perf_counter()
+        rec._begin_step(self.number, self.batch)
+        try:
+            context = rec._step_context()
+            context.__enter__()
+        except BaseException:
+            rec._step_over()
+            raise
+        self.context = context
+        return rec
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        context, self.context = self.context, None
+        if context is None:
+            return False
+        rec = self.rec
+        try:
+            # The step context sees the body's exception first; a step whose body
+            # ended normally (or whose exception that context swallowed) is ended.
+            swallowed = bool(context.__exit__(kind, value, traceback))
+            if kind is None or swallowed:
+                rec._end_step(self.started)
+            return swallowed
+        finally:
+            rec._step_over()
 
 
 class Recorder:
@@ -259,9 +301,9 @@ class Recorder:
         self._generators = Drawn()
         self.current_step: Optional[int] = None
         self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
-        # The recorder's own time inside steps (state, batch, generators,
-        # metrics; not record(), where reading the clocks would cost more than
-        # most calls), wall and CPU: what tools/bench reports at step level.
+        # The recorder's own time inside steps (state, batch, generators; not
+        # record() or metric(), where reading the clocks would cost about what
+        # such a call does), wall and CPU: what tools/bench reports at step level.
         self.record_seconds = 0.0
         self.record_cpu_seconds = 0.0
         # Under DTRACE_SESSION each request opens its own recorder (steps());
@@ -460,23 +502,22 @@ class Recorder:
             self._detach()
             session.done()
 
-    @contextlib.contextmanager
-    def step(self, number: int, batch: Any = None):
+    def step(self, number: int, batch: Any = None) -> "_Step":
         """Brackets one optimizer step: records the step-start state and the batch
         (what the step consumed, as rec.batch), and at the end the Python and NumPy
         generators the step drew from and the step's time, then writes the step's
-        lines (libdtrace flushes them whole)."""
-        if self._unrecorded:
-            yield self
-            return
-        started = time.perf_counter()
+        lines (libdtrace flushes them whole). `with rec.step(n) as r:` gives rec."""
+        return _Step(self, number, batch)
+
+    def _begin_step(self, number: int, batch: Any) -> None:
+        """What `with rec.step(number, batch):` does before the body."""
         self._steps_entered += 1
         self.current_step = number
         self._step_begins()
         self.native.begin_step(number)
-        self.sink.active = True
-        self._ask_pins()
         sink = self.sink
+        sink.active = True
+        self._ask_pins()
         sink.set_scope("step")
         with self._timed():
             # The state and the batch in one call into libdtrace (Sink.gather),
@@ -492,24 +533,28 @@ class Recorder:
                     sink.flush()
                 raise
             sink.flush()
-        try:
-            with self._step_context():
-                yield self
-            self.sink.set_scope("step")
-            with self._timed():
-                self.sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, self._generators.drawn())
-            self.sink.scalar(capi.LEVEL_STEP, "time", capi.IO_TIMING, "step_seconds",
-                             time.perf_counter() - started)
-            self.native.end_step()
-        finally:
-            self.sink.active = self.sink.pins = False
-            self.current_step = None
+
+    def _end_step(self, started: float) -> None:
+        """What the step does after a body that ended normally."""
+        sink = self.sink
+        sink.set_scope("step")
+        with self._timed():
+            sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, self._generators.drawn())
+        sink.scalar(capi.LEVEL_STEP, "time", capi.IO_TIMING, "step_seconds", time.perf_counter() - started)
+        self.native.end_step()
+
+    def _step_over(self) -> None:
+        """After the step, however it ended."""
+        self.sink.active = self.sink.pins = False
+        self.current_step = None
 
     def _ask_pins(self) -> None:
         """A step or an isolated repetition has begun: whether any call of it
         may be pinned (DTRACE_PIN), asked of libdtrace once here rather than
-        once per output recorded."""
-        self.sink.pins = self.native.pins()
+        once per output recorded. Only a replay may pin (DTRACE_PIN is refused
+        without DTRACE_REPLAY_STEP or DTRACE_ISOLATE, dtrace-fp(5)): a training
+        run does not ask."""
+        self.sink.pins = self.replaying and self.native.pins()
 
     def scope(self, part: str) -> "Scope":
         """Records inside scope <current>/<part> while the block runs (fwd,
@@ -569,10 +614,12 @@ class Recorder:
 
     def metric(self, name: str, value: Any) -> None:
         """A metric (loss, grad norm) by its exact bits: a number or a one-element array."""
-        previous = self.sink.set_scope("step")
-        with self._timed():
-            self.sink.scalar(capi.LEVEL_STEP, name, capi.IO_METRIC, name, value)
-        self.sink.set_scope(previous)
+        # Not timed (record_seconds), as record() is not: four clock reads would
+        # cost about what recording one scalar does.
+        sink = self.sink
+        previous = sink.set_scope("step")
+        sink.scalar(capi.LEVEL_STEP, name, capi.IO_METRIC, name, value)
+        sink.set_scope(previous)
 
     def batch(self, value: Any) -> None:
         """What the step consumed: the arrays and numbers in `value` (an array, a

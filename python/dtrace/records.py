@@ -269,25 +269,36 @@ class Sink:
             numpy = sys.modules.get("numpy")
             # A NumPy scalar (np.mean's result) as the 0-d array it is: its
             # dtype and bytes read without its __array_interface__ dict.
-            view = self.view(numpy.asarray(value) if numpy is not None and isinstance(value, numpy.generic)
-                             else value)
-            if view.device is not None:
-                view = self.view(self.host_copy(value))
+            if numpy is not None and isinstance(value, numpy.generic):
+                dtype = arrays.plain_dtype(value.dtype)
+                if dtype in _FLOAT:  # a float scalar (np.mean's result): its bytes without an array
+                    raw = value.tobytes()
+                    self.native.scalar(level, op, io, name, dtype, int.from_bytes(raw, "little"),
+                                       struct.unpack(_FLOAT[dtype], raw)[0])
+                    return
+                value = numpy.asarray(value)
+            fields = self.host_fields(value)
+            if fields is None:
+                view = self.view(value)
+                if view.device is not None:
+                    view = self.view(self.host_copy(value))
+                fields = (view.dtype, view.shape, view.address, view.nbytes, view.keep)
+            dtype, shape, address, nbytes, _ = fields
             count = 1
-            for d in view.shape:
+            for d in shape:
                 count *= d
             if count != 1:
-                raise RecorderError(f"scalar {name!r}: {view.dtype}{list(view.shape)} has {count} elements, not 1")
-            raw = ctypes.string_at(view.address, view.nbytes)
-            if view.dtype in _FLOAT or view.dtype == "bf16":
+                raise RecorderError(f"scalar {name!r}: {dtype}{list(shape)} has {count} elements, not 1")
+            raw = ctypes.string_at(address, nbytes)
+            if dtype in _FLOAT or dtype == "bf16":
                 bits = int.from_bytes(raw, "little")
-                number = (struct.unpack("<f", b"\0\0" + raw)[0] if view.dtype == "bf16"
-                          else struct.unpack(_FLOAT[view.dtype], raw)[0])
-                self.native.scalar(level, op, io, name, view.dtype, bits, number)
+                number = (struct.unpack("<f", b"\0\0" + raw)[0] if dtype == "bf16"
+                          else struct.unpack(_FLOAT[dtype], raw)[0])
+                self.native.scalar(level, op, io, name, dtype, bits, number)
                 return
-            if view.dtype.startswith("c"):
-                raise RecorderError(f"scalar {name!r}: a complex number ({view.dtype}) is not a scalar record")
-            value = int.from_bytes(raw, "little", signed=not view.dtype.startswith("u") and view.dtype != "bool")
+            if dtype.startswith("c"):
+                raise RecorderError(f"scalar {name!r}: a complex number ({dtype}) is not a scalar record")
+            value = int.from_bytes(raw, "little", signed=not dtype.startswith("u") and dtype != "bool")
         if isinstance(value, (bool, int)):
             self.native.scalar(level, op, io, name, "i64", int(value) & ((1 << 64) - 1), float(value))
         else:

@@ -528,8 +528,9 @@ class CostPerCall(Scratch):
             with rec.step(step):
                 lib.calls.clear()
                 self.layers(rec, x, step_record=("bwd", 1))
+                # wants(step) was asked at the step's start: its answer holds for the step.
                 self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
-                                             "dtrace_recorder_wants", "dtrace_recorder_tensors"])
+                                             "dtrace_recorder_tensors"])
                 lib.calls.clear()
                 self.assertEqual(rec.native.current_scope(), "step")  # read: libdtrace's is made right first
                 self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
@@ -558,6 +559,25 @@ class CostPerCall(Scratch):
                 want += [(scope, f"layer.{i}", "y")]
         self.assertEqual(got, want)
         self.assertNotIn("dtrace_recorder_captures", lib.calls)  # nothing captured: never asked
+
+    def test_wants_at_step_and_layer_level_is_asked_once_a_step(self):
+        """Their answer depends on the step alone (recorder.h): asked of
+        libdtrace once per level and step, and again in the next step, where
+        a fast-forward may have ended."""
+        rec, lib = self.recorder("layer")
+        n = rec.native
+        n.fast_forward(2)
+        answers = []
+        for step in range(4):
+            n.wants(capi.LEVEL_STEP)  # between steps: asked, not kept into the next step
+            n.begin_step(step)
+            lib.calls.clear()
+            answers.append((n.wants(capi.LEVEL_STEP), n.wants(capi.LEVEL_LAYER), n.wants(capi.LEVEL_STEP),
+                            n.wants(capi.LEVEL_LAYER)))
+            self.assertEqual(lib.calls, ["dtrace_recorder_wants"] * 2, step)
+            n.end_step()
+        self.assertEqual(answers, [(False,) * 4] * 2 + [(True,) * 4] * 2)
+        rec.close()
 
     def test_a_steps_state_and_batch_go_to_libdtrace_in_one_call(self):
         """dtrace_recorder_tensors (DTRACE_1.5): the state's arrays and numbers
