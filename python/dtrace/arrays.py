@@ -589,6 +589,13 @@ def plain_fields(value) -> Optional[Tuple[str, Tuple[int, ...], int, int]]:
     return dtype, value.shape, address, nbytes
 
 
+def plain_fields_kept(value) -> Optional[Tuple[str, Tuple[int, ...], int, int, Any]]:
+    """plain_fields() and the array itself (what keeps its bytes alive): a
+    Sink's host_fields for NumPy arrays (dtrace.records)."""
+    fields = plain_fields(value)
+    return None if fields is None else fields + (value,)
+
+
 def _plain_ndarray(value) -> Optional[ArrayView]:
     """plain_fields() as an ArrayView."""
     fields = plain_fields(value)

@@ -301,9 +301,10 @@ class Recorder:
         self._generators = Drawn()
         self.current_step: Optional[int] = None
         self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
-        # The recorder's own time inside steps (state, batch, generators; not
-        # record() or metric(), where reading the clocks would cost about what
-        # such a call does), wall and CPU: what tools/bench reports at step level.
+        # The recorder's own time inside steps (state, batch, gradients; not
+        # record(), metric() or the generators at a step's end, where reading
+        # the clocks would cost about what they do), wall and CPU: what
+        # tools/bench reports at step level.
         self.record_seconds = 0.0
         self.record_cpu_seconds = 0.0
         # Under DTRACE_SESSION each request opens its own recorder (steps());
@@ -538,8 +539,8 @@ class Recorder:
         """What the step does after a body that ended normally."""
         sink = self.sink
         sink.set_scope("step")
-        with self._timed():
-            sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, self._generators.drawn())
+        # Not timed: comparing the generators' words costs less than reading the clocks.
+        sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, self._generators.drawn())
         sink.scalar(capi.LEVEL_STEP, "time", capi.IO_TIMING, "step_seconds", time.perf_counter() - started)
         self.native.end_step()
 

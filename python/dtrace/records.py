@@ -104,12 +104,11 @@ class Sink:
             self._gathered = (-1, [], [], [])
             self.native.tensor_batch(gathered[0], tuple(gathered[1]), gathered[2])
 
-    def host_fields(self, value: Any) -> Optional[Tuple[str, Tuple[int, ...], int, int, Any]]:
-        """(dtype, shape, address, nbytes, what keeps the bytes alive) of a
-        host array view() would describe so, read without making the
-        ArrayView; None where view() must say (a subclass adds its arrays)."""
-        fields = arrays.plain_fields(value)
-        return None if fields is None else fields + (value,)
+    # (dtype, shape, address, nbytes, what keeps the bytes alive) of a host
+    # array view() would describe so, read without making the ArrayView; None
+    # where view() must say (a subclass adds its arrays). A plain function
+    # here: a step calls it for every array of its state.
+    host_fields = staticmethod(arrays.plain_fields_kept)
 
     @property
     def scope(self) -> Optional[str]:
