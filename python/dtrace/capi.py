@@ -285,6 +285,7 @@ class Native:
         self._dims: dict = {}  # shape -> its int64[] (tensor())
         self._text: dict = {}  # op, name, dtype -> bytes (tensor())
         self._plans: dict = {}  # records -> their C arrays (tensor_batch())
+        self._seen: set = set()  # records handed over once, without a plan (tensor_batch())
         self._wanted: dict = {}  # wants() at step and layer level, until a step begins or ends
         options = RunOptions()
         self._lib.dtrace_run_options_init(_c.byref(options))
@@ -488,9 +489,21 @@ class Native:
         ten, so one call for a step's state is most of the saving; the rest
         is that `records` repeat from step to step (the same parameters): the
         C arrays of names, dtypes and shapes are made once per distinct
-        `records` (a plan), and only the addresses are written each call."""
+        `records` (a plan) the second time they are given, and only the
+        addresses are written each call."""
         plan = self._plans.get(records)
         if plan is None:
+            if records not in self._seen:
+                # Seen for the first time: one call each, as tensor() records them.
+                # A plan costs several single calls to make, so only records that
+                # come again get one (a step's state from its second step on, not
+                # the layers of a mixture of experts whose shapes follow the data).
+                if len(self._seen) > 4096:
+                    self._seen.clear()
+                self._seen.add(records)
+                for (op, io, name, dtype, shape, nbytes), address in zip(records, addresses):
+                    self.tensor(level, op, io, name, dtype, shape, address, nbytes)
+                return
             plan = self._plan(records)
         data, arrays = plan[0], plan[1]
         data[:] = addresses
@@ -504,7 +517,7 @@ class Native:
         """The C arrays of dtrace_recorder_tensors for `records` (Native.tensor_batch),
         kept while records repeat: (data, the call's arguments after count,
         data among them and filled per call, what they point to)."""
-        if len(self._plans) > 256:  # records that vary (a batch of another shape every step): bounded
+        if len(self._plans) > 4096:  # records that vary (a batch of another shape every step): bounded
             self._plans.clear()
         n = len(records)
         text = self._text
