@@ -103,28 +103,32 @@ RECORD_IOS = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
 
 class Scope:
     """`with rec.scope(part):` (Recorder.scope): the sink's scope while the
-    block runs. A plain object, not a generator's context manager: a step may
-    enter hundreds of them, most recording nothing at the level in force."""
+    block runs. A plain object, not a generator's context manager, and one per
+    part and recorder, made once: a step may enter hundreds of scopes, most
+    recording nothing at the level in force. The scopes it was entered from
+    are a stack, so the same part may be entered inside itself."""
 
     __slots__ = ("rec", "part", "previous")
 
     def __init__(self, rec: "Recorder", part: str):
-        self.rec, self.part, self.previous = rec, part, None
+        self.rec, self.part, self.previous = rec, part, []
 
     def __enter__(self) -> str:
         sink = self.rec.sink
         if sink is None:
+            self.previous.append(None)
             return self.part
         current = sink._scope
         inner = self.part if current is None or current == "step" else f"{current}/{self.part}"
-        self.previous = current
         sink.set_scope(inner)
+        self.previous.append(current)
         return inner
 
     def __exit__(self, *exc) -> None:
+        previous = self.previous.pop() if self.previous else None
         sink = self.rec.sink
         if sink is not None:
-            sink.set_scope(self.previous)
+            sink.set_scope(previous)
 
 
 class _Timed:
@@ -299,6 +303,7 @@ class Recorder:
         self.restored_at: Optional[int] = None
         self._unrecorded = False
         self._generators = Drawn()
+        self._scopes: Dict[str, Scope] = {}  # scope(): one Scope per part
         self.current_step: Optional[int] = None
         self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
         # The recorder's own time inside steps (state, batch, gradients; not
@@ -562,9 +567,14 @@ class Recorder:
         layer.1, mlp: a layer is a scope, dtrace-fp(5) "Layers"). `as` gives
         the whole path. Entering and leaving one costs no call into libdtrace:
         the scope reaches it when something is recorded inside (Sink.set_scope)."""
-        if not part or "/" in part:
-            raise ValueError(f"scope part {part!r}: empty, or has a '/' (enter one part at a time)")
-        return Scope(self, part)
+        scope = self._scopes.get(part)
+        if scope is None:
+            if not part or "/" in part:
+                raise ValueError(f"scope part {part!r}: empty, or has a '/' (enter one part at a time)")
+            if len(self._scopes) > 4096:  # parts named by a counter: bounded
+                self._scopes.clear()
+            scope = self._scopes[part] = Scope(self, part)
+        return scope
 
     def wants(self, level: str) -> bool:
         """Whether records of `level` are taken here and now (the level in force,

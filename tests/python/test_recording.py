@@ -561,6 +561,27 @@ class CostPerCall(Scratch):
         self.assertEqual(got, want)
         self.assertNotIn("dtrace_recorder_captures", lib.calls)  # nothing captured: never asked
 
+    def test_a_scope_entered_inside_itself_and_again_records_where_it_is(self):
+        """rec.scope(part) is one object per part (made once): entered inside
+        itself, and again after, each record lands in the scope it was made in."""
+        rec, _ = self.recorder("layer")
+        x = np.arange(3, dtype=np.float32)
+        for step in rec.steps(1):
+            with rec.step(step):
+                block = rec.scope("blk")
+                self.assertIs(rec.scope("blk"), block)
+                with block as outer:
+                    with rec.scope("blk") as inner:
+                        rec.record("a", {"x": x}, io="in", level="layer")
+                    rec.record("b", {"x": x}, io="in", level="layer")
+                with block:
+                    rec.record("c", {"x": x}, io="in", level="layer")
+                rec.record("d", {"x": x}, io="in", level="step")
+        self.assertEqual((outer, inner), ("blk", "blk/blk"))
+        got = [(r["scope"], r["op"]) for r in log(os.path.join(self.dir, "run-layer"))[1:]
+               if r.get("op") in ("a", "b", "c", "d")]
+        self.assertEqual(got, [("blk/blk", "a"), ("blk", "b"), ("blk", "c"), ("step", "d")])
+
     def test_wants_at_step_and_layer_level_is_asked_once_a_step(self):
         """Their answer depends on the step alone (recorder.h): asked of
         libdtrace once per level and step, and again in the next step, where
