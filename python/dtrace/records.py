@@ -207,12 +207,14 @@ class Sink:
         records, addresses, keep = ([], [], []) if gathered is None else gathered[1:]
         mark = len(records)
         fields_of = self.host_fields
+        on_device = False
         try:
             for name, value in items:
                 fields = fields_of(value)
                 if fields is None:
                     view = self._view_of(op, name, value)
                     if view.device is not None:
+                        on_device = True
                         break
                     fields = (view.dtype, view.shape, view.address if view.nbytes else 0, view.nbytes, view.keep)
                 dtype, shape, address, nbytes, owner = fields
@@ -222,7 +224,7 @@ class Sink:
         except BaseException:  # a value refused: none of this call's records, as before any was handed over
             del records[mark:], addresses[mark:], keep[mark:]
             raise
-        else:
+        if not on_device:
             self.tensors += len(items)
             if gathered is None:
                 self.native.tensor_batch(level, tuple(records), addresses)

@@ -131,6 +131,33 @@ class Scalars(unittest.TestCase):
         self.assertEqual(native.tensors[1][3:6], ("n", "i64", ()))
 
 
+    def test_a_device_array_among_host_ones_keeps_their_order(self):
+        """Host arrays go to libdtrace together (tensor_batch), a device
+        array by its digest on its device: in a gathered step start and in
+        one call mixing both, every record keeps its place."""
+
+        class Device:  # device memory never read: hashed by the sink's device_batch
+            __cuda_array_interface__ = {"shape": (2,), "strides": None, "typestr": "<f4",
+                                        "data": (0x7F0000000000, False), "version": 3, "stream": None}
+
+        class DeviceSink(records.Sink):
+            def device_batch(self, device, addresses, sizes, stream):
+                return [0xD0 + i for i in range(len(addresses))]
+
+        native = FakeNative()
+        sink = DeviceSink(native)
+        sink.active = True
+        a, b = np.zeros(2, np.float32), np.ones(3, np.float32)
+        sink.gather()
+        sink.tensors_(0, "param", capi.IO_STATE, [("a", a)])
+        sink.tensors_(0, "param", capi.IO_STATE, [("b", b), ("d", Device()), ("a2", a)])
+        sink.tensors_(0, "batch", capi.IO_IN, [("x", b)])
+        sink.flush()
+        self.assertEqual([(t[1], t[3]) for t in native.tensors],
+                         [("param", "a"), ("param", "b"), ("param", "d"), ("param", "a2"), ("batch", "x")])
+        self.assertEqual(native.tensors[2][8:], (0xD0,))  # the device array by its digest
+        self.assertEqual([len(t) for t in native.tensors], [8, 8, 9, 8, 8])
+
     def test_a_value_that_is_not_an_array_is_refused_naming_its_record(self):
         sink, native = self.sink()
         with self.assertRaisesRegex(TypeError, r"^gemm record 'w': list is not an array"):

@@ -271,7 +271,7 @@ def breakdown(args, name, recorder, step, scratch) -> dict:
     native = rec.native
     for attr in ("begin_step", "end_step", "tensor_batch", "scalar", "pins", "wants", "tensor"):
         if hasattr(native, attr):
-            timed(native, attr, f"C {attr}")
+            timed(native, attr, f"Native.{attr}")
     for attr, label in (("_record_state", "state (incl. C)"), ("_batch", "batch (incl. C)"),
                         ("metric", "metric (incl. C)")):
         timed(rec, attr, label)
