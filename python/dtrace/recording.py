@@ -628,6 +628,9 @@ class Recorder:
         # Not timed (record_seconds), as record() is not: four clock reads would
         # cost about what recording one scalar does.
         sink = self.sink
+        if sink.scope == "step":  # where a step's body leaves it
+            sink.scalar(capi.LEVEL_STEP, name, capi.IO_METRIC, name, value)
+            return
         previous = sink.set_scope("step")
         sink.scalar(capi.LEVEL_STEP, name, capi.IO_METRIC, name, value)
         sink.set_scope(previous)

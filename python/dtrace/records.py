@@ -15,6 +15,9 @@ from .errors import CudaUnavailable, RecorderError
 # How a one-element array's bytes read as a Python float, by dtype.
 _FLOAT = {"f64": "<d", "f32": "<f", "f16": "<e"}
 
+# NumPy's float scalar types (numpy.float32, ...) as met, by their dtype name (Sink.scalar).
+_FLOAT_SCALARS: Dict[type, str] = {}
+
 
 def number_view(value: Any) -> ArrayView:
     """A Python number as a 0-d array of its exact type: bool, i64, f64 (a
@@ -266,16 +269,21 @@ class Sink:
             return
         if self._gathered is not None:
             self._hand_over()
+        dtype = _FLOAT_SCALARS.get(type(value))
+        if dtype is not None:  # a NumPy float scalar (np.mean's result), its type met before: its own bytes
+            raw = value.tobytes()
+            self.native.scalar(level, op, io, name, dtype, int.from_bytes(raw, "little"), float(value))
+            return
         if not is_number(value):
             numpy = sys.modules.get("numpy")
-            # A NumPy scalar (np.mean's result) as the 0-d array it is: its
-            # dtype and bytes read without its __array_interface__ dict.
+            # A NumPy scalar as the 0-d array it is: its dtype and bytes read
+            # without its __array_interface__ dict.
             if numpy is not None and isinstance(value, numpy.generic):
                 dtype = arrays.plain_dtype(value.dtype)
-                if dtype in _FLOAT:  # a float scalar (np.mean's result): its bytes without an array
+                if dtype in _FLOAT:
+                    _FLOAT_SCALARS[type(value)] = dtype
                     raw = value.tobytes()
-                    self.native.scalar(level, op, io, name, dtype, int.from_bytes(raw, "little"),
-                                       struct.unpack(_FLOAT[dtype], raw)[0])
+                    self.native.scalar(level, op, io, name, dtype, int.from_bytes(raw, "little"), float(value))
                     return
                 value = numpy.asarray(value)
             fields = self.host_fields(value)

@@ -108,6 +108,13 @@ class Scalars(unittest.TestCase):
         self.assertEqual(native.scalars[1][4:7], ("f16", 0x3E00, 1.5))
         self.assertEqual(native.scalars[2][4:7], ("i64", 7, 7.0))
         self.assertEqual(native.scalars[3][4:6], ("f64", struct.unpack("<Q", struct.pack("<d", 0.1))[0]))
+        # NumPy float scalars of a type met before: the same record (their type is remembered).
+        sink.scalar(0, "loss", capi.IO_METRIC, "again", np.float32(0.1))
+        sink.scalar(0, "loss", capi.IO_METRIC, "h", np.float16(-2.5))
+        sink.scalar(0, "loss", capi.IO_METRIC, "h", np.float16(-2.5))
+        self.assertEqual(native.scalars[4][4:7], native.scalars[0][4:7])
+        self.assertEqual(native.scalars[5][4:7], ("f16", 0xC100, -2.5))
+        self.assertEqual(native.scalars[6][4:7], ("f16", 0xC100, -2.5))
 
     def test_more_than_one_element_is_not_a_scalar(self):
         sink, _ = self.sink()
