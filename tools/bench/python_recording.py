@@ -292,7 +292,7 @@ def breakdown(args, name, recorder, step, scratch) -> dict:
     rec.close()
     med = {v: statistics.median(t) for v, t in times.items()}
     return {"workload": name, "breakdown": {v: med[v] for v in variants},
-            "parts": {label: [len(t) / n, statistics.median(t)] for label, t in parts.items()},
+            "parts": {label: [len(t) / (n + 10), statistics.median(t)] for label, t in parts.items()},
             "calls": {k: v / 10 for k, v in counting.calls.items()}}
 
 
@@ -366,7 +366,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20, help="steps per block")
     p.add_argument("--breakdown", type=int, default=0, metavar="N",
                    help="instead: where a NumPy step-level step's recording time goes (N steps of each variant; "
-                        "this checkout's package only)")
+                        "this checkout's package, and the baseline's if named)")
     args = p.parse_args()
     if args.worker:
         return worker(args)
@@ -403,12 +403,21 @@ def main() -> int:
 
 
 def print_breakdown(args) -> int:
+    """--breakdown: this checkout's package, and the baseline's if named (workers alternating)."""
     library = os.path.abspath(args.library or os.path.join(args.build, "src", "capi", "libdtrace.so"))
+    arms = [("after", os.path.join(SOURCE, "python"), library)]
+    if args.baseline_pythonpath:
+        arms.append(("before", os.path.abspath(args.baseline_pythonpath),
+                     os.path.abspath(args.baseline_library) if args.baseline_library else library))
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-    rows = [r for _ in range(args.rounds) for r in run_worker(args, os.path.join(SOURCE, "python"), library)]
+    rows = []
+    for r in range(args.rounds):
+        for arm, path, lib in arms if r % 2 == 0 else arms[::-1]:
+            rows += [dict(row, arm=arm) for row in run_worker(args, path, lib)]
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    for name in dict.fromkeys(r["workload"] for r in rows):
-        mine = [r for r in rows if r["workload"] == name]
+    for name, arm in dict.fromkeys((r["workload"], r["arm"]) for r in rows):
+        mine = [r for r in rows if r["workload"] == name and r["arm"] == arm]
+        print(f"[{arm}]", end=" ")
         med = lambda f: statistics.median(f(r) for r in mine)  # noqa: E731
         plain = med(lambda r: r["breakdown"]["plain"])
         print(f"{name}, step level, medians over {len(mine)} worker(s), thread CPU us per step "
