@@ -492,7 +492,8 @@ TEST_CASE("C API: dtrace_recorder_tensors writes what the calls one by one write
     REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
     REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
     r.h = nullptr;
-    const auto& written = read_run(dir / "failing").step(0, 0).records;
+    auto failing = read_run(dir / "failing");  // the records' strings are views into it
+    const auto& written = failing.step(0, 0).records;
     REQUIRE(written.size() == 3);  // w and b of the first call, w of the second
     CHECK(written[0].name == "w");
     CHECK(written[1].name == "b");
