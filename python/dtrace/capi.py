@@ -76,6 +76,10 @@ def _load() -> ctypes.CDLL:
         if not hasattr(lib, "dtrace_recorder_open"):
             tried.append(f"{path} (a libdtrace without the recorder C API)")
             continue
+        if not hasattr(lib, "dtrace_recorder_tensors"):  # the newest function _declare binds
+            tried.append(f"{path} (a libdtrace older than this package: no dtrace_recorder_tensors, "
+                         f"symbol version DTRACE_1.5)")
+            continue
         return lib
     raise LibraryNotFound("libdtrace could not be loaded; tried: " + "; ".join(tried) +
                           ". Set DTRACE_LIBRARY to the path of libdtrace.so (in a build tree: "

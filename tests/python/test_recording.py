@@ -497,6 +497,18 @@ class Recording(Scratch):
             rec._isolate(0)
 
 
+class Loading(unittest.TestCase):
+    def test_an_older_libdtrace_is_refused_naming_what_it_lacks(self):
+        class Old:  # a libdtrace of before DTRACE_1.5: the recorder, no batched records
+            dtrace_recorder_open = object()
+
+        with mock.patch.dict(os.environ, {"DTRACE_LIBRARY": "/old/libdtrace.so"}), \
+                mock.patch.object(capi.ctypes, "CDLL", lambda path: Old()):
+            with self.assertRaisesRegex(dtrace.LibraryNotFound, r"/old/libdtrace.so \(a libdtrace older than "
+                                        r"this package: no dtrace_recorder_tensors, symbol version DTRACE_1.5\)"):
+                capi._load()
+
+
 class CountingLibrary:
     """libdtrace as a Native calls it, each function call remembered by name
     (the cost the issue counts: a call into C per scope, per record)."""
