@@ -108,6 +108,15 @@ class Recorder(_Recorder):
         return self.state
 
     # ---- PyTorch's part of the base class's loop ---------------------------------
+    def _exit(self) -> None:
+        """A replay ends here, before the program's own end: a process group
+        left to the interpreter's teardown can abort the process (gloo's
+        worker threads: "terminate called without an active exception"),
+        which bisect would take for a replay that failed."""
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        super()._exit()
+
     def _check_state(self) -> None:
         for name, obj in self.state.items():
             if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):

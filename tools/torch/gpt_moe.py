@@ -574,6 +574,10 @@ def main(argv=None) -> int:
             rec.metric("loss", loss)
             rec.metric("grad_norm", grad_norm)
         print(f"step {step} loss {loss.item():.4f}", file=sys.stderr)
+    if world > 1:
+        # Not left to the interpreter's teardown, where gloo's threads can
+        # abort the process ("terminate called without an active exception").
+        dist.destroy_process_group()
     return 0
 
 

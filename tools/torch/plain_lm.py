@@ -156,6 +156,10 @@ def main(argv=None) -> int:
         if scheduler is not None:
             scheduler.step()
         print(f"step {step} loss {total:.4f}", file=sys.stderr)
+    if world > 1:
+        # Not left to the interpreter's teardown, where gloo's threads can
+        # abort the process ("terminate called without an active exception").
+        torch.distributed.destroy_process_group()
     return 0
 
 
