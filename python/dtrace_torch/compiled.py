@@ -351,13 +351,13 @@ class Regions:
 
     @contextlib.contextmanager
     def discover(self):
-        """While the body runs (a region's call, its backward, unrecorded),
-        each generated kernel called in a region's compiled backward nodes,
-        and in its compiled forward where that is watched, is run and listed
-        as (scope, the occurrence of the region call or backward node it ran
+        """While the body runs (a region's forward and backward, the sink
+        inactive), each generated kernel a compiled backward node of a region
+        calls is run and listed as (scope, the occurrence of the node it ran
         in, KernelCall), placed as a recording places it (record_kernel's
-        region_occurrence and the call's index among its node's kernels).
-        Yields the list; the occurrences count from 0 in it."""
+        region_occurrence, and the call's index among its node's kernels).
+        Nothing is recorded or pinned. Yields the list; the occurrences
+        count from 0 in it."""
         found: List = []
         self.discovered = found
         if self.rec._ops:
