@@ -1050,15 +1050,27 @@ namespace {
 // A replay session's workload (dtrace-fp(5), "Replay sessions") of one rank
 // that declines every request ("declined PID REASON") and notes each request
 // it read, with its pid, in $DECLINE_LOG; the fake workload then serves each as the launch bisect makes
-// of it. With DECLINE_FAIL_AT=K it exits 4 at request K instead.
+// of it. With DECLINE_FAIL_AT=K it exits 4 at request K instead. With
+// END_WAIT=1, at its end request it waits (up to 5 s) for another session's
+// end request beside its own directory before it exits, and notes "PID end
+// with another" or "PID end alone".
 constexpr char kDecliner[] = R"(
-import json, os, sys, time
+import glob, json, os, sys, time
 d, k = os.environ["DTRACE_SESSION"], 0
+def other_ended():
+    for f in glob.glob(os.path.join(os.path.dirname(d), "*", "request.*.json")):
+        if os.path.dirname(f) != d and json.load(open(f)).get("end"): return True
+    return False
 while True:
     f = f"{d}/request.{k}.json"
     while not os.path.exists(f): time.sleep(0.01)
     r = json.load(open(f))
-    if r.get("end"): sys.exit(0)
+    if r.get("end"):
+        if os.environ.get("END_WAIT") == "1":
+            waited = 0
+            while not other_ended() and waited < 500: time.sleep(0.01); waited += 1
+            open(os.environ["DECLINE_LOG"], "a").write(f"{os.getpid()} end {'with another' if other_ended() else 'alone'}\n")
+        sys.exit(0)
     out = r["env"]["DTRACE_OUT_DIR"]
     open(os.environ["DECLINE_LOG"], "a").write(f"{os.getpid()} {k}\n")
     if k == int(os.environ.get("DECLINE_FAIL_AT", "-1")):
@@ -1073,13 +1085,16 @@ while True:
 // each launch is.
 struct DecliningBisect : Bisect {
   std::string log;
-  explicit DecliningBisect(const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+  // `extra` goes to A's environment, `extra_b` to B's.
+  explicit DecliningBisect(const std::vector<std::pair<std::string, std::string>>& extra = {},
+                           const std::vector<std::pair<std::string, std::string>>& extra_b = {}) {
     const RunSteps a{{0x5a}, {0}}, b{{0x5a}, {1}};
     std::string env_a = "{\"FAKE_SIDE\":\"A\"", env_b = "{\"FAKE_SIDE\":\"B\"";
     log = dir / "declines.log";
     env_a += ",\"DECLINE_LOG\":\"" + log + "\"";
     env_b += ",\"DECLINE_LOG\":\"" + log + "\"";
     for (const auto& [key, value] : extra) env_a += ",\"" + key + "\":\"" + value + "\"";
+    for (const auto& [key, value] : extra_b) env_b += ",\"" + key + "\":\"" + value + "\"";
     write_run(dir, 'A', a, "{\"seed\":1}", env_a + "}", "dtrace-replay/1.2");
     write_run(dir, 'B', b, "{\"seed\":1}", env_b + "}", "dtrace-replay/1.2");
     options.replay = std::vector<std::string>{"python3", "-c", kDecliner};
@@ -1158,6 +1173,22 @@ TEST_CASE("bisect launches the requests a session declines, and keeps the sessio
   CHECK(first["declined"] == nlohmann::json{{"session", 0}, {"request", 0},
                                             {"reason", "this fake replays in fresh processes only"}});
   CHECK(json["launches"].at(sessions.front())["declined"].is_null());
+}
+
+TEST_CASE("bisect sends every session its end request before it waits for one to exit", "[bisect][session]") {
+  // Each side's session exits only once the other's has its end request too
+  // (or 5 s later): ending the sessions one after the other, the first one's
+  // exit would wait for an end request sent only after it (issue 41: the
+  // workloads' exits overlap, as their start-ups do).
+  const std::vector<std::pair<std::string, std::string>> wait{{"END_WAIT", "1"}};
+  DecliningBisect b(wait, wait);
+  const Report r = b.run();
+  CHECK(r.verdict == Verdict::named);
+  std::vector<std::string> ends;
+  for (const std::string& line : b.declines()) {
+    if (line.find(" end ") != std::string::npos) ends.push_back(line.substr(line.find(" end ")));
+  }
+  CHECK(ends == std::vector<std::string>{" end with another", " end with another"});
 }
 
 TEST_CASE("a declined request's launch is held to the first step replay as any replay is", "[bisect][session]") {

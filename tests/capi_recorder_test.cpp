@@ -411,6 +411,123 @@ TEST_CASE("C API: bad input is a code and a message, never a crash") {
   }
 }
 
+// ---- Several tensors in one call (DTRACE_1.5, dtrace_recorder_tensors). ----
+
+TEST_CASE("C API: dtrace_recorder_tensors writes what the calls one by one write", "[tensors]") {
+  TempDir dir;
+  const std::vector<float> other{3.0f, 4.0f};
+  const int64_t row[] = {2};
+  const uint64_t given = 0xfeedfacecafebeefULL;
+  // Two ops, three ios, one digest given: once in one call, once call by call.
+  const char* ops[] = {"param", "param", "batch", "grads"};
+  const int32_t ios[] = {DTRACE_IO_STATE, DTRACE_IO_STATE, DTRACE_IO_IN, DTRACE_IO_OUT};
+  const char* names[] = {"w", "b", "x", "w"};
+  const char* dtypes[] = {"f32", "f32", "f32", "bf16"};
+  const int64_t* shapes[] = {kShape, row, kShape, kShape};
+  const size_t ndims[] = {2, 1, 2, 2};
+  const size_t bytes[] = {16, 8, 16, 8};
+  const uint64_t digests[] = {0, 0, 0, given};
+  const int32_t digested[] = {0, 0, 0, 1};
+  const void* good[] = {kValues.data(), other.data(), kValues.data(), nullptr};
+  for (int batched = 0; batched < 2; ++batched) {
+    const auto run = dir / (batched ? "batched" : "single");
+    Handle r(run, {});
+    REQUIRE(r.code == DTRACE_OK);
+    REQUIRE(dtrace_recorder_begin_step(r.h, 0) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_push_scope(r.h, "step") == DTRACE_OK);
+    if (batched) {
+      REQUIRE(dtrace_recorder_tensors(r.h, DTRACE_LEVEL_STEP, 4, ops, ios, names, dtypes, shapes, ndims,
+                                      good, bytes, digests, digested) == DTRACE_OK);
+    } else {
+      for (int i = 0; i < 3; ++i) {
+        REQUIRE(dtrace_recorder_tensor(r.h, DTRACE_LEVEL_STEP, ops[i], ios[i], names[i], dtypes[i],
+                                       shapes[i], ndims[i], good[i], bytes[i]) == DTRACE_OK);
+      }
+      REQUIRE(dtrace_recorder_tensor_digest(r.h, DTRACE_LEVEL_STEP, "grads", DTRACE_IO_OUT, "w", "bf16",
+                                            kShape, 2, given, nullptr, 8) == DTRACE_OK);
+    }
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+    // A level above the one in force is accepted and dropped, as by the single calls.
+    Handle coarse(dir / (batched ? "coarse-batched" : "coarse-single"), {}, DTRACE_LEVEL_STEP);
+    REQUIRE(dtrace_recorder_begin_step(coarse.h, 0) == DTRACE_OK);
+    CHECK(dtrace_recorder_tensors(coarse.h, DTRACE_LEVEL_KERNEL, 4, ops, ios, names, dtypes, shapes, ndims,
+                                  good, bytes, digests, digested) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_end_step(coarse.h) == DTRACE_OK);
+  }
+  auto single = read_run(dir / "single");
+  auto batched = read_run(dir / "batched");
+  const auto& a = single.step(0, 0);
+  const auto& b = batched.step(0, 0);
+  REQUIRE(a.records.size() == 4);
+  REQUIRE(b.records.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("record " << i);
+    CHECK(b.records[i].seq == a.records[i].seq);
+    CHECK(b.records[i].scope == "step");
+    CHECK(b.records[i].op == a.records[i].op);
+    CHECK(b.records[i].io == a.records[i].io);
+    CHECK(b.records[i].name == a.records[i].name);
+    CHECK(b.records[i].dtype == a.records[i].dtype);
+    CHECK(std::vector<int64_t>(b.records[i].shape.begin(), b.records[i].shape.end()) ==
+          std::vector<int64_t>(a.records[i].shape.begin(), a.records[i].shape.end()));
+    CHECK(b.records[i].digest.low == a.records[i].digest.low);
+  }
+  CHECK(b.records[0].digest.low == dtrace::fingerprint(kValues.data(), 16));
+  CHECK(b.records[1].digest.low == dtrace::fingerprint(other.data(), 8));
+  CHECK(b.records[3].digest.low == given);
+  CHECK(read_run(dir / "coarse-batched").step(0, 0).records.empty());
+
+  SECTION("a failing record: those before it are written, it and the rest are not, named") {
+    Handle r(dir / "failing", {});
+    REQUIRE(dtrace_recorder_begin_step(r.h, 0) == DTRACE_OK);
+    const char* bad_dtype[] = {"f32", "f32", "f33", "bf16"};  // the third: an error in the middle
+    CHECK(dtrace_recorder_tensors(r.h, DTRACE_LEVEL_STEP, 4, ops, ios, names, bad_dtype, shapes, ndims,
+                                  good, bytes, digests, digested) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::StartsWith("dtrace_recorder_tensors: record 2 of 4: ") &&
+                              Catch::Contains("batch 'x'") && Catch::Contains("f33"));
+    const char* null_name[] = {"w", nullptr, "x", "w"};
+    CHECK(dtrace_recorder_tensors(r.h, DTRACE_LEVEL_STEP, 4, ops, ios, null_name, dtypes, shapes, ndims,
+                                  good, bytes, digests, digested) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(r.error() == "dtrace_recorder_tensors: record 1 of 4: name is NULL");
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+    r.h = nullptr;
+    auto failing = read_run(dir / "failing");  // the records' strings are views into it
+    const auto& written = failing.step(0, 0).records;
+    REQUIRE(written.size() == 3);  // w and b of the first call, w of the second
+    CHECK(written[0].name == "w");
+    CHECK(written[1].name == "b");
+    CHECK(written[2].name == "w");
+    CHECK(written[2].op == "param");
+  }
+  SECTION("missing arrays record nothing; count 0 needs none") {
+    Handle r(dir / "missing", {});
+    REQUIRE(dtrace_recorder_begin_step(r.h, 0) == DTRACE_OK);
+    CHECK(dtrace_recorder_tensors(r.h, DTRACE_LEVEL_STEP, 4, ops, ios, names, dtypes, nullptr, ndims, good,
+                                  bytes, nullptr, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("is NULL"));
+    CHECK(dtrace_recorder_tensors(r.h, DTRACE_LEVEL_STEP, 4, ops, ios, names, dtypes, shapes, ndims, good,
+                                  bytes, digests, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(r.error(), Catch::Contains("digests and digested"));
+    CHECK(dtrace_recorder_tensors(r.h, 7, 4, ops, ios, names, dtypes, shapes, ndims, good, bytes, nullptr,
+                                  nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    CHECK(dtrace_recorder_tensors(r.h, DTRACE_LEVEL_STEP, 0, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr, nullptr, nullptr, nullptr) == DTRACE_OK);
+    CHECK(dtrace_recorder_tensors(nullptr, DTRACE_LEVEL_STEP, 0, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                  nullptr, nullptr, nullptr, nullptr, nullptr) == DTRACE_ERROR_INVALID_ARGUMENT);
+    REQUIRE(dtrace_recorder_end_step(r.h) == DTRACE_OK);
+    REQUIRE(dtrace_recorder_close(r.h) == DTRACE_OK);
+    r.h = nullptr;
+    CHECK(read_run(dir / "missing").step(0, 0).records.empty());
+  }
+  SECTION("outside a step: an order error, as a single record's") {
+    Handle r(dir / "nostep", {});
+    CHECK(dtrace_recorder_tensors(r.h, DTRACE_LEVEL_STEP, 4, ops, ios, names, dtypes, shapes, ndims, good,
+                                  bytes, digests, digested) == DTRACE_ERROR_ORDER);
+    CHECK_THAT(r.error(), Catch::Contains("record 0 of 4: "));
+  }
+}
+
 TEST_CASE("C API: the header carries env, config and the replay command with its cwd") {
   TempDir dir;
   const std::string run = dir / "run";

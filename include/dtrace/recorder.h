@@ -301,6 +301,29 @@ int dtrace_recorder_tensor_digest(dtrace_recorder* recorder, int32_t level, cons
                                   const int64_t* shape, size_t ndim, uint64_t digest,
                                   const void* data, size_t bytes);
 
+/* Several tensors in one call (symbol version DTRACE_1.5): for a caller whose
+ * cost per call is its own (an interpreter's argument conversion), so that the
+ * records a step writes together (its state at the start, its gradients) cost
+ * one crossing. Record i, for i in 0 .. count-1 in order, is what
+ *   dtrace_recorder_tensor(recorder, level, ops[i], ios[i], names[i], dtypes[i],
+ *                          shapes[i], ndims[i], data[i], bytes[i])
+ * records, or, where digests is not NULL and digested[i] is not 0,
+ *   dtrace_recorder_tensor_digest(... same ..., digests[i], data[i], bytes[i]);
+ * all at one level, in the current scope, with those functions' rules. The
+ * arrays hold count entries each; digests and digested are both NULL or both
+ * given; data may be NULL, as if every data[i] were (records of 0 bytes, or
+ * digested ones while nothing is captured). Errors as those functions': the
+ * records before the failing one are recorded, as if called one by one, the
+ * failing one and those after it are not, and the message names the record
+ * (its index, and the recorder's scope, op and name). A NULL ops, ios, names,
+ * dtypes, shapes, ndims or bytes while count > 0, or only one of digests and
+ * digested, is DTRACE_ERROR_INVALID_ARGUMENT with nothing recorded. */
+int dtrace_recorder_tensors(dtrace_recorder* recorder, int32_t level, size_t count,
+                            const char* const* ops, const int32_t* ios, const char* const* names,
+                            const char* const* dtypes, const int64_t* const* shapes,
+                            const size_t* ndims, const void* const* data, const size_t* bytes,
+                            const uint64_t* digests, const int32_t* digested);
+
 /* A scalar by its exact bits (compared bit for bit: -0.0 differs from +0.0,
  * NaN payloads count). dtype f64, i64, u64 use all 64 bits; f32, i32, u32 the
  * low 32; bf16, f16, i16, u16 the low 16; i8, u8, bool the low 8. `value` is

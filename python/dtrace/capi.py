@@ -76,6 +76,10 @@ def _load() -> ctypes.CDLL:
         if not hasattr(lib, "dtrace_recorder_open"):
             tried.append(f"{path} (a libdtrace without the recorder C API)")
             continue
+        if not hasattr(lib, "dtrace_recorder_tensors"):  # the newest function _declare binds
+            tried.append(f"{path} (a libdtrace older than this package: no dtrace_recorder_tensors, "
+                         f"symbol version DTRACE_1.5)")
+            continue
         return lib
     raise LibraryNotFound("libdtrace could not be loaded; tried: " + "; ".join(tried) +
                           ". Set DTRACE_LIBRARY to the path of libdtrace.so (in a build tree: "
@@ -146,6 +150,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dtrace_recorder_open_pinning": ([_c.POINTER(RunOptions), _p, _c.POINTER(_p)], _c.c_int),
         "dtrace_recorder_pins": ([_p, i32p], _c.c_int),
         "dtrace_recorder_pinned": ([_p, _c.c_char_p, _c.c_char_p, _p, _c.c_size_t, i32p], _c.c_int),
+        # Several tensors in one call (DTRACE_1.5, recorder.h).
+        "dtrace_recorder_tensors": ([_p, _c.c_int32, _c.c_size_t, strp, i32p, strp, strp,
+                                     _c.POINTER(i64p), _c.POINTER(_c.c_size_t), _c.POINTER(_p),
+                                     _c.POINTER(_c.c_size_t), _c.POINTER(_c.c_uint64), i32p], _c.c_int),
     }
     for name, (argtypes, restype) in sig.items():
         fn = getattr(lib, name)
@@ -280,6 +288,9 @@ class Native:
         self._lib = lib()
         self._dims: dict = {}  # shape -> its int64[] (tensor())
         self._text: dict = {}  # op, name, dtype -> bytes (tensor())
+        self._plans: dict = {}  # records -> their C arrays (tensor_batch())
+        self._seen: set = set()  # records handed over once, without a plan (tensor_batch())
+        self._wanted: dict = {}  # wants() at step and layer level, until a step begins or ends
         options = RunOptions()
         self._lib.dtrace_run_options_init(_c.byref(options))
         # The bytes objects must outlive the call: keep them on the instance.
@@ -348,11 +359,20 @@ class Native:
     def wants(self, level: int) -> bool:
         if self._level < level <= LEVEL_KERNEL:  # never, whatever the scope and step (recorder.h)
             return False
-        if self._stale:
+        if level < LEVEL_KERNEL:
+            # Step and layer level: the answer depends on the step alone, not the
+            # scope (recorder.h), so it is asked once per step (and once between).
+            wanted = self._wanted.get(level)
+            if wanted is not None:
+                return wanted
+        elif self._stale:
             self._sync()
         out = _c.c_int32()
         self._check(self._lib.dtrace_recorder_wants(self._h, level, _c.byref(out)))
-        return bool(out.value)
+        wanted = bool(out.value)
+        if level < LEVEL_KERNEL:
+            self._wanted[level] = wanted
+        return wanted
 
     def _opt_int(self, fn, ctype=_c.c_int64) -> Optional[int]:
         v = self._get(fn, ctype)
@@ -414,11 +434,26 @@ class Native:
             self._sync()
         return _s(self._get(self._lib.dtrace_recorder_current_scope, _c.c_char_p))
 
-    def begin_step(self, step: int) -> None: self._check(self._lib.dtrace_recorder_begin_step(self._h, step))
-    def end_step(self) -> None: self._check(self._lib.dtrace_recorder_end_step(self._h))
-    def discard_step(self) -> None: self._check(self._lib.dtrace_recorder_discard_step(self._h))
-    def fast_forward(self, until: int) -> None: self._check(self._lib.dtrace_recorder_fast_forward(self._h, until))
-    def begin_repetition(self, k: int) -> None: self._check(self._lib.dtrace_recorder_begin_repetition(self._h, k))
+    # Each of these may change what wants() answers at step and layer level.
+    def begin_step(self, step: int) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_begin_step(self._h, step))
+
+    def end_step(self) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_end_step(self._h))
+
+    def discard_step(self) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_discard_step(self._h))
+
+    def fast_forward(self, until: int) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_fast_forward(self._h, until))
+
+    def begin_repetition(self, k: int) -> None:
+        self._wanted.clear()
+        self._check(self._lib.dtrace_recorder_begin_repetition(self._h, k))
 
     # Records.
     def tensor(self, level: int, op: str, io: int, name: str, dtype: str, shape: Tuple[int, ...],
@@ -447,6 +482,60 @@ class Native:
                                                            address or None, nbytes)
         if code:
             self._check(code)
+
+    def tensor_batch(self, level: int, records: Tuple[Tuple[str, int, str, str, Tuple[int, ...], int], ...],
+                addresses: Sequence[int]) -> None:
+        """Host tensors in one call (dtrace_recorder_tensors): records[i] is
+        (op, io, name, dtype, shape, nbytes), its bytes at addresses[i] (0 when
+        nbytes is 0), each as tensor() records it, in order, at `level`.
+
+        A ctypes call converts each of its arguments, 2-3 us for tensor()'s
+        ten, so one call for a step's state is most of the saving; the rest
+        is that `records` repeat from step to step (the same parameters): the
+        C arrays of names, dtypes and shapes are made once per distinct
+        `records` (a plan) the second time they are given, and only the
+        addresses are written each call."""
+        plan = self._plans.get(records)
+        if plan is None:
+            if records not in self._seen:
+                # Seen for the first time: one call each, as tensor() records them.
+                # A plan costs several single calls to make, so only records that
+                # come again get one (a step's state from its second step on, not
+                # the layers of a mixture of experts whose shapes follow the data).
+                if len(self._seen) > 4096:
+                    self._seen.clear()
+                self._seen.add(records)
+                for (op, io, name, dtype, shape, nbytes), address in zip(records, addresses):
+                    self.tensor(level, op, io, name, dtype, shape, address, nbytes)
+                return
+            plan = self._plan(records)
+        data, arrays = plan[0], plan[1]
+        data[:] = addresses
+        if self._stale:
+            self._sync()
+        code = self._lib.dtrace_recorder_tensors(self._h, level, len(records), *arrays)
+        if code:
+            self._check(code)
+
+    def _plan(self, records) -> list:
+        """The C arrays of dtrace_recorder_tensors for `records` (Native.tensor_batch),
+        kept while records repeat: (data, the call's arguments after count,
+        data among them and filled per call, what they point to)."""
+        if len(self._plans) > 4096:  # records that vary (a batch of another shape every step): bounded
+            self._plans.clear()
+        n = len(records)
+        text = self._text
+        word = lambda w: text.get(w) or text.setdefault(w, w.encode())  # noqa: E731
+        dims = [(_c.c_int64 * max(1, len(r[4])))(*r[4]) for r in records]
+        words = [[word(r[k]) for r in records] for k in (0, 2, 3)]
+        data = (_p * n)()
+        arrays = ((_c.c_char_p * n)(*words[0]), (_c.c_int32 * n)(*[r[1] for r in records]),
+                  (_c.c_char_p * n)(*words[1]), (_c.c_char_p * n)(*words[2]),
+                  (_c.POINTER(_c.c_int64) * n)(*[_c.cast(d, _c.POINTER(_c.c_int64)) for d in dims]),
+                  (_c.c_size_t * n)(*[len(r[4]) for r in records]), data,
+                  (_c.c_size_t * n)(*[r[5] for r in records]), None, None)
+        plan = self._plans[records] = (data, arrays, dims, words)
+        return plan
 
     def scalar(self, level: int, op: str, io: int, name: str, dtype: str, bits: int, value: float) -> None:
         if self._stale:

@@ -103,26 +103,90 @@ RECORD_IOS = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
 
 class Scope:
     """`with rec.scope(part):` (Recorder.scope): the sink's scope while the
-    block runs. A plain object, not a generator's context manager: a step may
-    enter hundreds of them, most recording nothing at the level in force."""
+    block runs. A plain object, not a generator's context manager, and one per
+    part and recorder, made once: a step may enter hundreds of scopes, most
+    recording nothing at the level in force. The scopes it was entered from
+    are a stack, so the same part may be entered inside itself."""
 
     __slots__ = ("rec", "part", "previous")
 
     def __init__(self, rec: "Recorder", part: str):
-        self.rec, self.part, self.previous = rec, part, None
+        self.rec, self.part, self.previous = rec, part, []
 
     def __enter__(self) -> str:
         sink = self.rec.sink
-        current = sink.scope if sink is not None else None
+        if sink is None:
+            self.previous.append(None)
+            return self.part
+        current = sink._scope
         inner = self.part if current is None or current == "step" else f"{current}/{self.part}"
-        if sink is not None:
-            self.previous = sink.set_scope(inner)
+        sink.set_scope(inner)
+        self.previous.append(current)
         return inner
 
     def __exit__(self, *exc) -> None:
+        previous = self.previous.pop() if self.previous else None
         sink = self.rec.sink
         if sink is not None:
-            sink.set_scope(self.previous)
+            sink.set_scope(previous)
+
+
+class _Timed:
+    """Recorder._timed(): a plain object, not a generator's context manager
+    (a step enters three or four)."""
+
+    __slots__ = ("rec", "wall", "cpu")
+
+    def __init__(self, rec: "Recorder"):
+        self.rec = rec
+
+    def __enter__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc) -> None:
+        rec = self.rec
+        rec.record_seconds += time.perf_counter() - self.wall
+        rec.record_cpu_seconds += time.process_time() - self.cpu
+
+
+class _Step:
+    """`with rec.step(number, batch):` (Recorder.step). A plain object rather
+    than a generator's context manager: a few microseconds a step less."""
+
+    __slots__ = ("rec", "number", "batch", "started", "context")
+
+    def __init__(self, rec: "Recorder", number: int, batch: Any):
+        self.rec, self.number, self.batch, self.context = rec, number, batch, None
+
+    def __enter__(self) -> "Recorder":
+        rec = self.rec
+        if rec._unrecorded:  # a step before an isolation: run, not recorded
+            return rec
+        self.started = time.perf_counter()
+        rec._begin_step(self.number, self.batch)
+        try:
+            context = rec._step_context()
+            context.__enter__()
+        except BaseException:
+            rec._step_over()
+            raise
+        self.context = context
+        return rec
+
+    def __exit__(self, kind, value, traceback) -> bool:
+        context, self.context = self.context, None
+        if context is None:
+            return False
+        rec = self.rec
+        try:
+            # The step context sees the body's exception first; a step whose body
+            # ended normally (or whose exception that context swallowed) is ended.
+            swallowed = bool(context.__exit__(kind, value, traceback))
+            if kind is None or swallowed:
+                rec._end_step(self.started)
+            return swallowed
+        finally:
+            rec._step_over()
 
 
 class Recorder:
@@ -239,11 +303,13 @@ class Recorder:
         self.restored_at: Optional[int] = None
         self._unrecorded = False
         self._generators = Drawn()
+        self._scopes: Dict[str, Scope] = {}  # scope(): one Scope per part
         self.current_step: Optional[int] = None
         self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
-        # The recorder's own time inside steps (state, batch, generators,
-        # metrics; not record(), where reading the clocks would cost more than
-        # most calls), wall and CPU: what tools/bench reports at step level.
+        # The recorder's own time inside steps (state, batch, gradients; not
+        # record(), metric() or the generators at a step's end, where reading
+        # the clocks would cost about what they do), wall and CPU: what
+        # tools/bench reports at step level.
         self.record_seconds = 0.0
         self.record_cpu_seconds = 0.0
         # Under DTRACE_SESSION each request opens its own recorder (steps());
@@ -442,55 +508,73 @@ class Recorder:
             self._detach()
             session.done()
 
-    @contextlib.contextmanager
-    def step(self, number: int, batch: Any = None):
+    def step(self, number: int, batch: Any = None) -> "_Step":
         """Brackets one optimizer step: records the step-start state and the batch
         (what the step consumed, as rec.batch), and at the end the Python and NumPy
         generators the step drew from and the step's time, then writes the step's
-        lines (libdtrace flushes them whole)."""
-        if self._unrecorded:
-            yield self
-            return
-        started = time.perf_counter()
+        lines (libdtrace flushes them whole). `with rec.step(n) as r:` gives rec."""
+        return _Step(self, number, batch)
+
+    def _begin_step(self, number: int, batch: Any) -> None:
+        """What `with rec.step(number, batch):` does before the body."""
         self._steps_entered += 1
         self.current_step = number
         self._step_begins()
         self.native.begin_step(number)
-        self.sink.active = True
+        sink = self.sink
+        sink.active = True
         self._ask_pins()
-        self.sink.set_scope("step")
+        sink.set_scope("step")
         with self._timed():
-            self._record_state()
-            self._generators.take()
-            if batch is not None:
-                self._batch(batch)
-        try:
-            with self._step_context():
-                yield self
-            self.sink.set_scope("step")
-            with self._timed():
-                self.sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, self._generators.drawn())
-            self.sink.scalar(capi.LEVEL_STEP, "time", capi.IO_TIMING, "step_seconds",
-                             time.perf_counter() - started)
-            self.native.end_step()
-        finally:
-            self.sink.active = self.sink.pins = False
-            self.current_step = None
+            # The state and the batch in one call into libdtrace (Sink.gather),
+            # in the order they are given.
+            sink.gather()
+            try:
+                self._record_state()
+                self._generators.take()
+                if batch is not None:
+                    self._batch(batch)
+            except BaseException:
+                with contextlib.suppress(Exception):  # what came before the failure, as if written one by one
+                    sink.flush()
+                raise
+            sink.flush()
+
+    def _end_step(self, started: float) -> None:
+        """What the step does after a body that ended normally."""
+        sink = self.sink
+        sink.set_scope("step")
+        # Not timed: comparing the generators' words costs less than reading the clocks.
+        sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, self._generators.drawn())
+        sink.scalar(capi.LEVEL_STEP, "time", capi.IO_TIMING, "step_seconds", time.perf_counter() - started)
+        self.native.end_step()
+
+    def _step_over(self) -> None:
+        """After the step, however it ended."""
+        self.sink.active = self.sink.pins = False
+        self.current_step = None
 
     def _ask_pins(self) -> None:
         """A step or an isolated repetition has begun: whether any call of it
         may be pinned (DTRACE_PIN), asked of libdtrace once here rather than
-        once per output recorded."""
-        self.sink.pins = self.native.pins()
+        once per output recorded. Only a replay may pin (DTRACE_PIN is refused
+        without DTRACE_REPLAY_STEP or DTRACE_ISOLATE, dtrace-fp(5)): a training
+        run does not ask."""
+        self.sink.pins = self.replaying and self.native.pins()
 
     def scope(self, part: str) -> "Scope":
         """Records inside scope <current>/<part> while the block runs (fwd,
         layer.1, mlp: a layer is a scope, dtrace-fp(5) "Layers"). `as` gives
         the whole path. Entering and leaving one costs no call into libdtrace:
         the scope reaches it when something is recorded inside (Sink.set_scope)."""
-        if not part or "/" in part:
-            raise ValueError(f"scope part {part!r}: empty, or has a '/' (enter one part at a time)")
-        return Scope(self, part)
+        scope = self._scopes.get(part)
+        if scope is None:
+            if not part or "/" in part:
+                raise ValueError(f"scope part {part!r}: empty, or has a '/' (enter one part at a time)")
+            if len(self._scopes) > 4096:  # parts named by a counter: bounded
+                self._scopes.clear()
+            scope = self._scopes[part] = Scope(self, part)
+        return scope
 
     def wants(self, level: str) -> bool:
         """Whether records of `level` are taken here and now (the level in force,
@@ -541,10 +625,15 @@ class Recorder:
 
     def metric(self, name: str, value: Any) -> None:
         """A metric (loss, grad norm) by its exact bits: a number or a one-element array."""
-        previous = self.sink.set_scope("step")
-        with self._timed():
-            self.sink.scalar(capi.LEVEL_STEP, name, capi.IO_METRIC, name, value)
-        self.sink.set_scope(previous)
+        # Not timed (record_seconds), as record() is not: four clock reads would
+        # cost about what recording one scalar does.
+        sink = self.sink
+        if sink.scope == "step":  # where a step's body leaves it
+            sink.scalar(capi.LEVEL_STEP, name, capi.IO_METRIC, name, value)
+            return
+        previous = sink.set_scope("step")
+        sink.scalar(capi.LEVEL_STEP, name, capi.IO_METRIC, name, value)
+        sink.set_scope(previous)
 
     def batch(self, value: Any) -> None:
         """What the step consumed: the arrays and numbers in `value` (an array, a
@@ -575,14 +664,10 @@ class Recorder:
             self._session = None
 
     # ---- what the loop does not see ---------------------------------------------
-    @contextlib.contextmanager
-    def _timed(self):
-        t, c = time.perf_counter(), time.process_time()
-        try:
-            yield
-        finally:
-            self.record_seconds += time.perf_counter() - t
-            self.record_cpu_seconds += time.process_time() - c
+    def _timed(self) -> "_Timed":
+        """`with self._timed():` adds the block's wall and CPU time to
+        record_seconds and record_cpu_seconds."""
+        return _Timed(self)
 
     def _exit(self) -> None:
         self.close()

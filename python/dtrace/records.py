@@ -15,6 +15,9 @@ from .errors import CudaUnavailable, RecorderError
 # How a one-element array's bytes read as a Python float, by dtype.
 _FLOAT = {"f64": "<d", "f32": "<f", "f16": "<e"}
 
+# NumPy's float scalar types (numpy.float32, ...) as met, by their dtype name (Sink.scalar).
+_FLOAT_SCALARS: Dict[type, str] = {}
+
 
 def number_view(value: Any) -> ArrayView:
     """A Python number as a 0-d array of its exact type: bool, i64, f64 (a
@@ -65,13 +68,50 @@ class Sink:
         # for each kernel output, so an ordinary step pays no C call for it.
         self.pins = False
         self._scratch = ctypes.create_string_buffer(0)  # where pinned() writes (pinned_value)
+        # Host records waiting to be handed over in one call (gather()): their
+        # level, then (op, io, name, dtype, shape, nbytes) each, their
+        # addresses, and what keeps those bytes alive until the call. None
+        # while records go out as they come.
+        self._gathered: Optional[Tuple[int, list, list, list]] = None
 
     def set_scope(self, scope: Optional[str]) -> Optional[str]:
         previous = self._scope
         if scope != previous:
+            if self._gathered is not None:
+                self._hand_over()  # the gathered records belong to the scope they were given in
             self.native.set_scope(scope)
             self._scope = scope
         return previous
+
+    # ---- records handed over together (capi.Native.tensor_batch) -------------------------
+    def gather(self) -> None:
+        """From now until flush(), host records of one level are kept and
+        handed over in one call (what a step records at its start: its state
+        and batch): their order, scope and level are kept, as anything that
+        could tell them apart (a scope change, a scalar, a device record,
+        another level) hands over what is kept first."""
+        if self._gathered is None:
+            self._gathered = (-1, [], [], [])
+
+    def flush(self) -> None:
+        """Hands over what gather() kept and records as they come again."""
+        try:
+            self._hand_over()
+        finally:
+            self._gathered = None
+
+    def _hand_over(self) -> None:
+        """What gather() kept, in one call; gathering goes on."""
+        gathered = self._gathered
+        if gathered is not None and gathered[1]:
+            self._gathered = (-1, [], [], [])
+            self.native.tensor_batch(gathered[0], tuple(gathered[1]), gathered[2])
+
+    # (dtype, shape, address, nbytes, what keeps the bytes alive) of a host
+    # array view() would describe so, read without making the ArrayView; None
+    # where view() must say (a subclass adds its arrays). A plain function
+    # here: a step calls it for every array of its state.
+    host_fields = staticmethod(arrays.plain_fields_kept)
 
     @property
     def scope(self) -> Optional[str]:
@@ -162,13 +202,42 @@ class Sink:
         """Records named arrays (all of one op and io) if libdtrace wants `level` here."""
         if not self.active or not items or not self.native.wants(level):
             return
-        views = [self._view_of(op, name, v) for name, v in items]
-        if all(v.device is None for v in views):  # host arrays only, most records: the loop below without its cases
-            tensor = self.native.tensor
-            for (name, _), view in zip(items, views):
-                tensor(level, op, io, name, view.dtype, view.shape, view.address if view.nbytes else 0, view.nbytes)
-            self.tensors += len(views)
+        gathered = self._gathered
+        if gathered is not None and gathered[0] not in (-1, level):
+            self._hand_over()
+            gathered = self._gathered
+        # Host arrays, most records: in one call (with those gathered, if any).
+        records, addresses, keep = ([], [], []) if gathered is None else gathered[1:]
+        mark = len(records)
+        fields_of = self.host_fields
+        on_device = False
+        try:
+            for name, value in items:
+                fields = fields_of(value)
+                if fields is None:
+                    view = self._view_of(op, name, value)
+                    if view.device is not None:
+                        on_device = True
+                        break
+                    fields = (view.dtype, view.shape, view.address if view.nbytes else 0, view.nbytes, view.keep)
+                dtype, shape, address, nbytes, owner = fields
+                records.append((op, io, name, dtype, shape, nbytes))
+                addresses.append(address)
+                keep.append(owner)
+        except BaseException:  # a value refused: none of this call's records, as before any was handed over
+            del records[mark:], addresses[mark:], keep[mark:]
+            raise
+        if not on_device:
+            self.tensors += len(items)
+            if gathered is None:
+                self.native.tensor_batch(level, tuple(records), addresses)
+            elif gathered[0] == -1:
+                self._gathered = (level, records, addresses, keep)
             return
+        # A device array among them: the loop below, after what was gathered before this call.
+        del records[mark:], addresses[mark:], keep[mark:]
+        self._hand_over()
+        views = [self._view_of(op, name, v) for name, v in items]
         capture = self.native.captures()
         digests = self.device_digests(views)
         for i, ((name, value), view) in enumerate(zip(items, views)):
@@ -198,29 +267,47 @@ class Sink:
         their own dtype (f16, bf16, f32, f64), integers and booleans as i64."""
         if not self.active:
             return
+        if self._gathered is not None:
+            self._hand_over()
+        dtype = _FLOAT_SCALARS.get(type(value))
+        if dtype is not None:  # a NumPy float scalar (np.mean's result), its type met before: its own bytes
+            raw = value.tobytes()
+            self.native.scalar(level, op, io, name, dtype, int.from_bytes(raw, "little"), float(value))
+            return
         if not is_number(value):
             numpy = sys.modules.get("numpy")
-            # A NumPy scalar (np.mean's result) as the 0-d array it is: its
-            # dtype and bytes read without its __array_interface__ dict.
-            view = self.view(numpy.asarray(value) if numpy is not None and isinstance(value, numpy.generic)
-                             else value)
-            if view.device is not None:
-                view = self.view(self.host_copy(value))
+            # A NumPy scalar as the 0-d array it is: its dtype and bytes read
+            # without its __array_interface__ dict.
+            if numpy is not None and isinstance(value, numpy.generic):
+                dtype = arrays.plain_dtype(value.dtype)
+                if dtype in _FLOAT:
+                    _FLOAT_SCALARS[type(value)] = dtype
+                    raw = value.tobytes()
+                    self.native.scalar(level, op, io, name, dtype, int.from_bytes(raw, "little"), float(value))
+                    return
+                value = numpy.asarray(value)
+            fields = self.host_fields(value)
+            if fields is None:
+                view = self.view(value)
+                if view.device is not None:
+                    view = self.view(self.host_copy(value))
+                fields = (view.dtype, view.shape, view.address, view.nbytes, view.keep)
+            dtype, shape, address, nbytes, _ = fields
             count = 1
-            for d in view.shape:
+            for d in shape:
                 count *= d
             if count != 1:
-                raise RecorderError(f"scalar {name!r}: {view.dtype}{list(view.shape)} has {count} elements, not 1")
-            raw = ctypes.string_at(view.address, view.nbytes)
-            if view.dtype in _FLOAT or view.dtype == "bf16":
+                raise RecorderError(f"scalar {name!r}: {dtype}{list(shape)} has {count} elements, not 1")
+            raw = ctypes.string_at(address, nbytes)
+            if dtype in _FLOAT or dtype == "bf16":
                 bits = int.from_bytes(raw, "little")
-                number = (struct.unpack("<f", b"\0\0" + raw)[0] if view.dtype == "bf16"
-                          else struct.unpack(_FLOAT[view.dtype], raw)[0])
-                self.native.scalar(level, op, io, name, view.dtype, bits, number)
+                number = (struct.unpack("<f", b"\0\0" + raw)[0] if dtype == "bf16"
+                          else struct.unpack(_FLOAT[dtype], raw)[0])
+                self.native.scalar(level, op, io, name, dtype, bits, number)
                 return
-            if view.dtype.startswith("c"):
-                raise RecorderError(f"scalar {name!r}: a complex number ({view.dtype}) is not a scalar record")
-            value = int.from_bytes(raw, "little", signed=not view.dtype.startswith("u") and view.dtype != "bool")
+            if dtype.startswith("c"):
+                raise RecorderError(f"scalar {name!r}: a complex number ({dtype}) is not a scalar record")
+            value = int.from_bytes(raw, "little", signed=not dtype.startswith("u") and dtype != "bool")
         if isinstance(value, (bool, int)):
             self.native.scalar(level, op, io, name, "i64", int(value) & ((1 << 64) - 1), float(value))
         else:
@@ -242,20 +329,38 @@ def flatten(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = arrays.is_
     return out
 
 
-def state_values(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = arrays.is_array) -> Iterable[Tuple[str, Any]]:
+def state_values(prefix: str, value: Any, is_leaf: Callable[[Any], bool] = arrays.is_array) -> List[Tuple[str, Any]]:
     """A state_dict's leaves: arrays, numbers, and everything else as its repr's
     bytes (u8, so a changed non-numeric field still shows: Repr), named by their path."""
-    if is_number(value):
-        yield prefix, value if isinstance(value, (bool, float)) or fits_int64(value) else Repr(repr(value).encode())
+    out: List[Tuple[str, Any]] = []
+    _state_leaves(prefix, value, is_leaf, out)
+    return out
+
+
+_NUMBERS = (bool, int, float)
+
+
+def _state_leaves(prefix: str, value: Any, is_leaf: Callable[[Any], bool], out: List[Tuple[str, Any]]) -> None:
+    # A list built by plain recursion, not nested generators: a step walks its
+    # state every step (several us a step as generators).
+    if isinstance(value, _NUMBERS):
+        out.append((prefix, value if isinstance(value, (bool, float)) or fits_int64(value)
+                    else Repr(repr(value).encode())))
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from state_values(f"{prefix}.{k}" if prefix else str(k), v, is_leaf)
+            path = f"{prefix}.{k}" if prefix else str(k)
+            # An array, the common leaf, without the recursion: no leaf is a dict,
+            # list, tuple or None, and a number (np.float64 is a float) goes below.
+            if is_leaf(v) and not isinstance(v, _NUMBERS):
+                out.append((path, v))
+            else:
+                _state_leaves(path, v, is_leaf, out)
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            yield from state_values(f"{prefix}.{i}", v, is_leaf)
+            _state_leaves(f"{prefix}.{i}", v, is_leaf, out)
     elif value is None:
         return
     elif is_leaf(value):
-        yield prefix, value
+        out.append((prefix, value))
     else:
-        yield prefix, Repr(repr(value).encode())
+        out.append((prefix, Repr(repr(value).encode())))

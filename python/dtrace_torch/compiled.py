@@ -58,7 +58,10 @@ which regions there are (Regions.regions) and how to call one unrecorded
   that region's backward. Isolation of bwd/<region>/inductor::<kernel> calls
   that one kernel of the compiled backward, as this process compiled it: the
   region's captured backward call is run once, unrecorded, under discover(),
-  which lists every generated kernel with its place, to find it.
+  which lists every generated kernel with its place, to find it. An
+  isolation that re-runs a region already run in this process (a replay
+  session) runs under guards_held: a recompile (a guard that fails) is
+  refused, never taken for the code the job ran.
 - pinned ops (dtrace-fp(5)): where pins may apply (sink.pins, in replays), a
   region's call and each of its compiled backward nodes ask, as one REGION_OP
   call, for each of their results whether it is pinned, right after they ran
@@ -87,7 +90,7 @@ import torch
 from dtrace import capi
 
 from . import inductor
-from .errors import DtraceError
+from .errors import CaptureError, DtraceError
 from .records import flatten, rng_inputs
 
 REGION_OP = "torch.compile"
@@ -104,6 +107,41 @@ def kernel_scope(scope: str) -> Optional[str]:
     (fwd/blocks.0/inductor); None for any other scope."""
     suffix = "/" + INDUCTOR
     return scope[:-len(suffix)] if scope.endswith(suffix) and len(scope) > len(suffix) else None
+
+
+@contextlib.contextmanager
+def guards_held(region: str):
+    """While region `region` is re-run from captured inputs (an isolation):
+    dynamo may run the code it compiled, never compile it again. A recompile
+    (a guard that fails: other strides, another grad mode, a changed global)
+    would run other generated code than the job ran, and repetitions of it
+    are no evidence of what the job did: refused, with dynamo's reasons, as a
+    CaptureError. Used where the region already ran in this process (a replay
+    session's step, Regions.calls): the isolation then re-runs a call dynamo
+    compiled for, from its captured inputs, and every frame of it must find
+    its code. A launched isolation compiles from the captured inputs, whose
+    strides and storage offsets are the job's, and what it compiles again
+    within that call (an inner frame whose shapes vary: automatic dynamic
+    shapes) the job compiled too: not checked."""
+    try:
+        import torch._dynamo
+        from torch._dynamo.exc import RecompileError
+    except ImportError:  # torch 1.13: nothing is compiled
+        yield
+        return
+    try:
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            yield
+    except Exception as err:
+        # Isolation wraps a failing call's error in its own (the inputs do
+        # not fit): the recompile is then its cause.
+        cause = err if isinstance(err, RecompileError) else err.__cause__
+        if not isinstance(cause, RecompileError):
+            raise
+        reasons = [line.strip()[2:] for line in str(cause).splitlines() if line.strip().startswith("- ")]
+        raise CaptureError(f"compiled region {region}, re-run from its captured inputs, would be compiled again "
+                           f"({'; '.join(reasons) or str(cause).splitlines()[0]}): its repetitions would run "
+                           "other code than the job ran, so they are not evidence") from cause
 
 
 def _optimized_module():
@@ -124,7 +162,7 @@ def whole_model_name(model: torch.nn.Module) -> str:
 # What each part of a region (a sub-scope of its scope) is, as regions.rank<r>.json
 # tells bisect, which reports it with an op named there.
 PARTS = {EAGER: "the region's graph run op by op, without the compiler (dynamo's graph, eager)",
-         "inductor": "the kernels inductor generated for the region, one by one"}
+         INDUCTOR: "the kernels inductor generated for the region, one by one"}
 
 
 def declare(capture_dir: str, rank: int, regions: Dict[str, torch.nn.Module]) -> str:
@@ -220,6 +258,9 @@ class Regions:
         self.regions = regions
         self.originals = {}
         self.isolating = False  # isolation.py's region isolation: recorded whatever the level
+        # Compiled calls of any region in this process: once one ran (a
+        # replay's step), dynamo holds what it compiled for the job's call.
+        self.calls = 0
         # While discover() runs: (scope, region call occurrence, KernelCall)
         # of each generated kernel called, in order; nothing is recorded.
         self.discovered: Optional[List] = None
@@ -266,6 +307,7 @@ class Regions:
             kernels = (wanted and not rec.isolating) or pinning
             with mode_set_aside(mode), rec._generated_kernels(sink.scope or "", occurrence if wanted else 0,
                                                               kernels):
+                rec.calls += 1
                 out = inner(*args, **kwargs)
             if pinned is not None:
                 # An op of the eager graph took a pin: the region's results are

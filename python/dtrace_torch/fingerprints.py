@@ -53,6 +53,17 @@ def shape_of(t: torch.Tensor) -> Tuple[int, ...]:
     return tuple(t.shape)  # torch.Size: a tuple of ints
 
 
+def host_fields(t: torch.Tensor):
+    """view()'s (dtype, shape, address, nbytes, keep) of a tensor not on a CUDA
+    device, without making the ArrayView (a step hands hundreds of parameters
+    over this way: dtrace.records.Sink.host_fields); None for a CUDA tensor."""
+    v = logical(t)
+    if v.is_cuda:
+        return None
+    size = v.numel() * v.element_size()
+    return dtype_name(v.dtype), tuple(v.shape), v.data_ptr() if size else 0, size, v
+
+
 def view(t: torch.Tensor) -> ArrayView:
     """The tensor's logical bytes where they lie: a CUDA tensor's on its device,
     with the device's current stream (the one the tensor's producer ran on)."""

@@ -108,6 +108,25 @@ def _isolate(rec, step: Optional[int]) -> None:
         raise CaptureError(f"{native.inputs_dir()}: the capture holds no record for rank {rec.rank}")
     captured_step = records[0]["step"]
     repeat = native.repeat()
+    # A region this process ran already (a session's step) must re-run from
+    # its captured inputs without being compiled again (compiled.guards_held).
+    region = _region_in(rec, scope) if rec._compiled is not None and rec._compiled.calls else None
+    with compiled.guards_held(region) if region else contextlib.nullcontext():
+        _isolate_target(rec, scope, op, captured_step, repeat, step)
+
+
+def _region_in(rec, scope: str) -> Optional[str]:
+    """The compiled region an isolation re-runs: that of a region's scope
+    (fwd/blocks.0, bwd/blocks.0) or of a generated kernel's
+    (fwd/blocks.0/inductor); None for any other (an eager op of a region's
+    graph runs alone, without the compiled code)."""
+    base = compiled.kernel_scope(scope) or scope
+    name = base.split("/", 1)[1] if "/" in base else base
+    return name if name in _regions(rec) else None
+
+
+def _isolate_target(rec, scope: str, op: Optional[str], captured_step: int, repeat: int,
+                    step: Optional[int]) -> None:
     if op == compiled.REGION_OP:
         _isolate_region(rec, scope, captured_step, repeat, step)
     elif op and compiled.kernel_scope(scope) is not None:

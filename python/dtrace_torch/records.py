@@ -11,7 +11,7 @@ import torch
 from dtrace import records
 from dtrace.records import state_values as _state_values
 
-from .fingerprints import logical, view
+from .fingerprints import host_fields, logical, view
 
 _BITS = {torch.float32: (torch.int32, "f32", 0xFFFFFFFF), torch.float64: (torch.int64, "f64", (1 << 64) - 1),
          torch.bfloat16: (torch.int16, "bf16", 0xFFFF), torch.float16: (torch.int16, "f16", 0xFFFF)}
@@ -26,6 +26,9 @@ class Sink(records.Sink):
 
     def view(self, value: Any):
         return view(value) if isinstance(value, torch.Tensor) else super().view(value)
+
+    def host_fields(self, value: Any):
+        return host_fields(value) if isinstance(value, torch.Tensor) else super().host_fields(value)
 
     def host_copy(self, value: Any) -> Any:
         return value.detach().cpu() if isinstance(value, torch.Tensor) else super().host_copy(value)

@@ -81,7 +81,7 @@ Session::Session(const Options& opts, const Progress& progress, const StageNote&
 
 Session::~Session() {
   // The sessions' processes first: they write in the working directory.
-  served_.clear();
+  end_sessions();
   if (remove_ && !workdir_.empty()) {
     std::error_code ec;
     fs::remove_all(workdir_, ec);
@@ -324,8 +324,17 @@ Result<replay::Outcome> Session::request(const std::string& stage, const Side& s
 }
 
 void Session::fresh_sessions(const std::string& why) {
-  served_.clear();
+  end_sessions();
   fresh_why_ = why;
+}
+
+// Every session is sent its end request before any is waited for: the
+// workloads' exits overlap, as their start-ups do (issue 41).
+void Session::end_sessions() {
+  for (auto& [name, served] : served_) {
+    if (served.launch) served.launch->close();
+  }
+  served_.clear();
 }
 
 // A replay that exits 0 must have written a log to its directory (DTRACE_OUT

@@ -117,6 +117,7 @@ class Session {
   Result<replay::Outcome> request(const std::string& stage, const Side& side, const replay::Command& command,
                                   Replay& record);
   Result<void> start_session(const std::string& stage, const Side& side, const replay::Command& like);
+  void end_sessions();
   std::string workdir_;
   bool remove_ = false;
   bool noncompliant_ = false;

@@ -558,6 +558,43 @@ int dtrace_recorder_tensor_digest(dtrace_recorder* handle, int32_t level, const 
   });
 }
 
+int dtrace_recorder_tensors(dtrace_recorder* handle, int32_t level, size_t count,
+                            const char* const* ops, const int32_t* ios, const char* const* names,
+                            const char* const* dtypes, const int64_t* const* shapes,
+                            const size_t* ndims, const void* const* data, const size_t* bytes,
+                            const uint64_t* digests, const int32_t* digested) {
+  return call(handle, [&](dtrace::Recorder& r) {
+    const Level at = to_level(level);
+    // The arrays themselves first, so that a missing one records nothing.
+    if (count > 0) {
+      require(ops != nullptr && ios != nullptr && names != nullptr && dtypes != nullptr &&
+                  shapes != nullptr && ndims != nullptr && bytes != nullptr,
+              "dtrace_recorder_tensors: ops, ios, names, dtypes, shapes, ndims or bytes is NULL");
+    }
+    require((digests == nullptr) == (digested == nullptr),
+            "dtrace_recorder_tensors: digests and digested are not both NULL or both given");
+    for (std::size_t i = 0; i < count; ++i) {
+      // Each record as dtrace_recorder_tensor(_digest) takes it; a failure names
+      // the record's index (the recorder's own message names its scope, op and name).
+      const std::string where = "dtrace_recorder_tensors: record " + std::to_string(i) + " of " +
+                                std::to_string(count) + ": ";
+      try {
+        require_identity(ops[i], names[i], dtypes[i]);
+        const void* bytes_at = data != nullptr ? data[i] : nullptr;
+        const bool given = digested != nullptr && digested[i] != 0;
+        if (!given) require(bytes_at != nullptr || bytes[i] == 0, "data is NULL but bytes is not 0");
+        dtrace::TensorView view{bytes_at, bytes[i], dtypes[i], shape_of(shapes[i], ndims[i])};
+        if (given) view.digest = digests[i];
+        r.tensor(at, ops[i], to_io(ios[i]), names[i], view);
+      } catch (const Failure& failure) {
+        throw Failure{failure.code, where + failure.message};
+      } catch (const RecorderError& failure) {
+        throw Failure{error_code(failure.kind()), where + failure.what()};
+      }
+    }
+  });
+}
+
 int dtrace_recorder_scalar(dtrace_recorder* handle, int32_t level, const char* op, int32_t io,
                            const char* name, const char* dtype, uint64_t bits, double value) {
   return call(handle, [&](dtrace::Recorder& r) {

@@ -1031,6 +1031,7 @@ struct SessionLaunch::State {
   int ranks = 1;
   int next = 0;       // the next request's number
   bool over = false;  // failed, timed out, interrupted or ended: serves nothing more
+  bool closed = false;  // the end request is sent (close()): end() waits for the exit
 };
 
 namespace {
@@ -1114,7 +1115,7 @@ Result<std::unique_ptr<SessionLaunch>> SessionLaunch::start(const Command& comma
 Result<Outcome> SessionLaunch::request(const std::vector<std::pair<std::string, std::string>>& variables,
                                        const std::string& rank_dir, double timeout_s) {
   State& s = *state_;
-  if (s.over) return Error{"the replay session has ended"};
+  if (s.over || s.closed) return Error{"the replay session has ended"};
   const auto begin = std::chrono::steady_clock::now();
   nlohmann::json request{{"request", s.next}, {"env", nlohmann::json::object()}};
   for (const auto& [name, value] : variables) request["env"][name] = value;
@@ -1147,18 +1148,25 @@ Result<Outcome> SessionLaunch::request(const std::vector<std::pair<std::string, 
   return outcome;
 }
 
+void SessionLaunch::close() {
+  if (!state_) return;
+  State& s = *state_;
+  if (s.over || s.closed) return;
+  s.closed = static_cast<bool>(post(s.dir, s.next, nlohmann::json{{"request", s.next}, {"end", true}}));
+  // One that cannot be sent its end request is not waited for: end() kills it.
+  if (!s.closed) s.over = true;
+}
+
 void SessionLaunch::end() {
   if (!state_) return;
   State& s = *state_;
+  close();
   if (!s.over) {
     s.over = true;
     // Given a moment to exit as a program does; killed with everything it
     // started either way.
     Outcome ignored;
-    if (post(s.dir, s.next, nlohmann::json{{"request", s.next}, {"end", true}})) {
-      s.launch.wait({}, std::chrono::steady_clock::now() + std::chrono::seconds(kEndGraceSeconds), s.stop,
-                    ignored);
-    }
+    s.launch.wait({}, std::chrono::steady_clock::now() + std::chrono::seconds(kEndGraceSeconds), s.stop, ignored);
   }
   Outcome ignored;
   s.launch.finish(ignored);
@@ -1166,7 +1174,7 @@ void SessionLaunch::end() {
 
 int SessionLaunch::requests() const { return state_->next; }
 
-bool SessionLaunch::serving() const { return !state_->over; }
+bool SessionLaunch::serving() const { return !state_->over && !state_->closed; }
 
 Result<std::vector<std::string>> split_words(const std::string& text) {
   std::vector<std::string> words;

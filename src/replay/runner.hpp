@@ -142,11 +142,15 @@ class SessionLaunch {
   // asked to stop (the session is then killed) or the session is over.
   Result<Outcome> request(const std::vector<std::pair<std::string, std::string>>& variables,
                           const std::string& rank_dir, double timeout_s);
-  // False once a request failed or timed out, or after end(): it serves no more.
+  // False once a request failed or timed out, or after close() or end(): it serves no more.
   bool serving() const;
-  // The end request, a moment for the workload to exit (none when it has
-  // already: another launch's end leaves it to this one), then every process
-  // of the session killed. Idempotent.
+  // Sends the end request without waiting for the workload to exit, so that
+  // sessions closed together exit together (end() one after the other waited
+  // for each in turn; issue 41); end() then waits. Idempotent.
+  void close();
+  // The end request (unless close() sent it), a moment for the workload to
+  // exit (none when it has already: another launch's end leaves it to this
+  // one), then every process of the session killed. Idempotent.
   void end();
   // Requests sent so far (the end request not counted).
   int requests() const;

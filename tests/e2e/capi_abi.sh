@@ -23,6 +23,12 @@ for f in dtrace_run_options_init dtrace_recorder_open dtrace_recorder_open_with;
   [ "$(grep -c " $f@DTRACE_1.0\$" syms.txt)" = 1 ] || fail "$f@DTRACE_1.0 is not exported"
   [ "$(grep -c " $f@@DTRACE_1.1\$" syms.txt)" = 1 ] || fail "$f@@DTRACE_1.1 is not the default"
 done
+# Functions added later carry the version that added them, so a program using
+# one fails to load against an older libdtrace, naming it.
+for f in dtrace_session_open@@DTRACE_1.2 dtrace_recorder_discard_step@@DTRACE_1.3 \
+  dtrace_recorder_pinned@@DTRACE_1.4 dtrace_recorder_tensors@@DTRACE_1.5; do
+  [ "$(grep -c " $f\$" syms.txt)" = 1 ] || fail "$f is not exported"
+done
 
 mkdir old new
 # shellcheck disable=SC2086 # sanitize is a word list

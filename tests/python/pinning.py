@@ -95,6 +95,10 @@ class PinningNative:
     def tensor(self, level, op, io, name, dtype, shape, address, nbytes, digest=None):
         self.tensors.append((op, name, ctypes.string_at(address, nbytes) if nbytes else b""))
 
+    def tensor_batch(self, level, records, addresses):  # as dtrace_recorder_tensors: one by one
+        for (op, io, name, dtype, shape, nbytes), address in zip(records, addresses):
+            self.tensor(level, op, io, name, dtype, shape, address, nbytes)
+
 
 def header(run_dir: str, rank: int = 0) -> dict:
     with open(os.path.join(run_dir, f"rank{rank}.jsonl")) as f:

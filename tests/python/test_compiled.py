@@ -81,6 +81,54 @@ class Strides(unittest.TestCase):
         self.assertTrue(again.is_contiguous())
 
 
+class Declared(unittest.TestCase):
+    def test_the_regions_forward_and_backward_are_declared_with_their_parts(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = compiled.declare(d, 3, {"blocks.0": torch.nn.Linear(2, 2), "GPT": torch.nn.Linear(2, 2)})
+            self.assertEqual(path, os.path.join(d, "regions.rank3.json"))
+            with open(path, encoding="utf-8") as f:
+                declared = json.load(f)["regions"]
+            self.assertEqual([(r["scope"], r["kind"]) for r in declared],
+                             [("fwd/blocks.0", "torch.compile"), ("bwd/blocks.0", "torch.compile"),
+                              ("fwd/GPT", "torch.compile"), ("bwd/GPT", "torch.compile")])
+            self.assertEqual(set(declared[0]["parts"]), {compiled.EAGER, compiled.INDUCTOR})
+            self.assertEqual(os.listdir(d), ["regions.rank3.json"])  # no temporary file left
+
+
+class GuardsHeld(unittest.TestCase):
+    def test_other_errors_pass_through_and_a_body_that_compiles_nothing_runs(self):
+        with compiled.guards_held("lin"):
+            pass
+        with self.assertRaises(ValueError):
+            with compiled.guards_held("lin"):
+                raise ValueError("not dynamo's")
+
+    @unittest.skipUnless(HAS_COMPILE, f"torch {torch.__version__} has no torch.compile")
+    def test_a_region_that_would_compile_again_is_refused_with_dynamos_reason(self):
+        import torch._dynamo
+        torch._dynamo.reset()
+        region = torch.compile(torch.nn.Linear(32, 4))
+        rows = torch.randn(8, 33)
+        region(rows[:, :-1])  # as the job called it: a view
+        with compiled.guards_held("lin"):
+            region(rows[:, :-1])  # the same strides: the code the job ran
+        with self.assertRaises(dt.CaptureError) as caught:
+            with compiled.guards_held("lin"):
+                region(rows[:, :-1].contiguous())
+        self.assertIn("compiled region lin, re-run from its captured inputs, would be compiled again", str(caught.exception))
+        self.assertIn("stride mismatch", str(caught.exception))
+        # Wrapped by isolation (the inputs do not fit): the recompile is its cause.
+        with self.assertRaises(dt.CaptureError) as caught:
+            with compiled.guards_held("lin"):
+                try:
+                    with torch.no_grad():
+                        region(rows[:, :-1])
+                except RuntimeError as err:
+                    raise dt.CaptureError(f"the captured inputs do not fit: {err}") from err
+        self.assertIn("grad_mode", str(caught.exception))
+        self.assertIn("would be compiled again", str(caught.exception))
+
+
 class Seam(unittest.TestCase):
     def imports(self, module: str):
         with open(os.path.join(PACKAGE, module + ".py"), encoding="utf-8") as f:

@@ -80,6 +80,11 @@ class FakeNative:
     def captures(self): return False
     def scalar(self, *args): self.scalars.append(args)
     def tensor(self, *args): self.tensors.append(args)
+
+    def tensor_batch(self, level, records, addresses):  # as libdtrace's dtrace_recorder_tensors: one by one
+        for (op, io, name, dtype, shape, nbytes), address in zip(records, addresses):
+            self.tensor(level, op, io, name, dtype, shape, address, nbytes)
+
     def push_scope(self, s): self.scopes.append(("push", s))
     def pop_scope(self): self.scopes.append(("pop",))
 
@@ -103,6 +108,13 @@ class Scalars(unittest.TestCase):
         self.assertEqual(native.scalars[1][4:7], ("f16", 0x3E00, 1.5))
         self.assertEqual(native.scalars[2][4:7], ("i64", 7, 7.0))
         self.assertEqual(native.scalars[3][4:6], ("f64", struct.unpack("<Q", struct.pack("<d", 0.1))[0]))
+        # NumPy float scalars of a type met before: the same record (their type is remembered).
+        sink.scalar(0, "loss", capi.IO_METRIC, "again", np.float32(0.1))
+        sink.scalar(0, "loss", capi.IO_METRIC, "h", np.float16(-2.5))
+        sink.scalar(0, "loss", capi.IO_METRIC, "h", np.float16(-2.5))
+        self.assertEqual(native.scalars[4][4:7], native.scalars[0][4:7])
+        self.assertEqual(native.scalars[5][4:7], ("f16", 0xC100, -2.5))
+        self.assertEqual(native.scalars[6][4:7], ("f16", 0xC100, -2.5))
 
     def test_more_than_one_element_is_not_a_scalar(self):
         sink, _ = self.sink()
@@ -125,6 +137,33 @@ class Scalars(unittest.TestCase):
         self.assertEqual(ctypes.string_at(address, nbytes), a.tobytes())
         self.assertEqual(native.tensors[1][3:6], ("n", "i64", ()))
 
+
+    def test_a_device_array_among_host_ones_keeps_their_order(self):
+        """Host arrays go to libdtrace together (tensor_batch), a device
+        array by its digest on its device: in a gathered step start and in
+        one call mixing both, every record keeps its place."""
+
+        class Device:  # device memory never read: hashed by the sink's device_batch
+            __cuda_array_interface__ = {"shape": (2,), "strides": None, "typestr": "<f4",
+                                        "data": (0x7F0000000000, False), "version": 3, "stream": None}
+
+        class DeviceSink(records.Sink):
+            def device_batch(self, device, addresses, sizes, stream):
+                return [0xD0 + i for i in range(len(addresses))]
+
+        native = FakeNative()
+        sink = DeviceSink(native)
+        sink.active = True
+        a, b = np.zeros(2, np.float32), np.ones(3, np.float32)
+        sink.gather()
+        sink.tensors_(0, "param", capi.IO_STATE, [("a", a)])
+        sink.tensors_(0, "param", capi.IO_STATE, [("b", b), ("d", Device()), ("a2", a)])
+        sink.tensors_(0, "batch", capi.IO_IN, [("x", b)])
+        sink.flush()
+        self.assertEqual([(t[1], t[3]) for t in native.tensors],
+                         [("param", "a"), ("param", "b"), ("param", "d"), ("param", "a2"), ("batch", "x")])
+        self.assertEqual(native.tensors[2][8:], (0xD0,))  # the device array by its digest
+        self.assertEqual([len(t) for t in native.tensors], [8, 8, 9, 8, 8])
 
     def test_a_value_that_is_not_an_array_is_refused_naming_its_record(self):
         sink, native = self.sink()
@@ -458,6 +497,18 @@ class Recording(Scratch):
             rec._isolate(0)
 
 
+class Loading(unittest.TestCase):
+    def test_an_older_libdtrace_is_refused_naming_what_it_lacks(self):
+        class Old:  # a libdtrace of before DTRACE_1.5: the recorder, no batched records
+            dtrace_recorder_open = object()
+
+        with mock.patch.dict(os.environ, {"DTRACE_LIBRARY": "/old/libdtrace.so"}), \
+                mock.patch.object(capi.ctypes, "CDLL", lambda path: Old()):
+            with self.assertRaisesRegex(dtrace.LibraryNotFound, r"/old/libdtrace.so \(a libdtrace older than "
+                                        r"this package: no dtrace_recorder_tensors, symbol version DTRACE_1.5\)"):
+                capi._load()
+
+
 class CountingLibrary:
     """libdtrace as a Native calls it, each function call remembered by name
     (the cost the issue counts: a call into C per scope, per record)."""
@@ -523,8 +574,10 @@ class CostPerCall(Scratch):
             with rec.step(step):
                 lib.calls.clear()
                 self.layers(rec, x, step_record=("bwd", 1))
+                # wants(step) was asked at the step's start: its answer holds for the
+                # step; a record given for the first time goes as one call.
                 self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
-                                             "dtrace_recorder_wants", "dtrace_recorder_tensor"])
+                                             "dtrace_recorder_tensor"])
                 lib.calls.clear()
                 self.assertEqual(rec.native.current_scope(), "step")  # read: libdtrace's is made right first
                 self.assertEqual(lib.calls, ["dtrace_recorder_pop_scope", "dtrace_recorder_push_scope",
@@ -553,6 +606,99 @@ class CostPerCall(Scratch):
                 want += [(scope, f"layer.{i}", "y")]
         self.assertEqual(got, want)
         self.assertNotIn("dtrace_recorder_captures", lib.calls)  # nothing captured: never asked
+
+    def test_a_scope_entered_inside_itself_and_again_records_where_it_is(self):
+        """rec.scope(part) is one object per part (made once): entered inside
+        itself, and again after, each record lands in the scope it was made in."""
+        rec, _ = self.recorder("layer")
+        x = np.arange(3, dtype=np.float32)
+        for step in rec.steps(1):
+            with rec.step(step):
+                block = rec.scope("blk")
+                self.assertIs(rec.scope("blk"), block)
+                with block as outer:
+                    with rec.scope("blk") as inner:
+                        rec.record("a", {"x": x}, io="in", level="layer")
+                    rec.record("b", {"x": x}, io="in", level="layer")
+                with block:
+                    rec.record("c", {"x": x}, io="in", level="layer")
+                rec.record("d", {"x": x}, io="in", level="step")
+        self.assertEqual((outer, inner), ("blk", "blk/blk"))
+        got = [(r["scope"], r["op"]) for r in log(os.path.join(self.dir, "run-layer"))[1:]
+               if r.get("op") in ("a", "b", "c", "d")]
+        self.assertEqual(got, [("blk/blk", "a"), ("blk", "b"), ("blk", "c"), ("step", "d")])
+
+    def test_wants_at_step_and_layer_level_is_asked_once_a_step(self):
+        """Their answer depends on the step alone (recorder.h): asked of
+        libdtrace once per level and step, and again in the next step, where
+        a fast-forward may have ended."""
+        rec, lib = self.recorder("layer")
+        n = rec.native
+        n.fast_forward(2)
+        answers = []
+        for step in range(4):
+            n.wants(capi.LEVEL_STEP)  # between steps: asked, not kept into the next step
+            n.begin_step(step)
+            lib.calls.clear()
+            answers.append((n.wants(capi.LEVEL_STEP), n.wants(capi.LEVEL_LAYER), n.wants(capi.LEVEL_STEP),
+                            n.wants(capi.LEVEL_LAYER)))
+            self.assertEqual(lib.calls, ["dtrace_recorder_wants"] * 2, step)
+            n.end_step()
+        self.assertEqual(answers, [(False,) * 4] * 2 + [(True,) * 4] * 2)
+        rec.close()
+
+    def test_a_steps_state_and_batch_go_to_libdtrace_in_one_call(self):
+        """dtrace_recorder_tensors (DTRACE_1.5): the state's arrays and numbers
+        and the batch, in one call at the step's start, written as the calls
+        one by one would: every record, in order, each with its own bytes,
+        also when a later step's arrays are others of the same shapes (the
+        call's C arrays are kept, its addresses not) or of another shape.
+        Records given for the first time go one call each (a plan is made for
+        those that come again)."""
+        w, b = np.arange(4, dtype=np.float32), np.array([-1.5, 2.0])
+        state = {"param": {"w": w, "b": b, "lr": 0.25}, "other": {"count": 3}}
+        rec = dtrace.Recorder(state, run_dir=os.path.join(self.dir, "run"), level="step")
+        counting = CountingLibrary(rec.native._lib)
+        rec.native._lib = counting
+        batches = []
+        for step in rec.steps(5):
+            x = np.full((2, 3) if step < 2 else (5,), step, np.int32)
+            y = np.array([step * 0.5], np.float32)
+            batches.append((x, y))
+            counting.calls.clear()
+            with rec.step(step, batch={"x": x, "y": y}):
+                calls = [c for c in counting.calls if c.startswith("dtrace_recorder_tensor")]
+                if step in (0, 2):  # new records: one call each, remembered
+                    self.assertEqual(calls, ["dtrace_recorder_tensor"] * 6, step)
+                else:
+                    self.assertEqual(calls, ["dtrace_recorder_tensors"], "one call for the state and the batch")
+            state["param"]["w"] = w = w * 2  # another array of the same shape, elsewhere
+        lines = [r for r in log(os.path.join(self.dir, "run"))[1:] if r.get("op") in ("param", "other", "batch")]
+        names = [(r["step"], r["op"], r["name"]) for r in lines]
+        self.assertEqual(names, [(s, op, n) for s in range(5) for op, n in (
+            ("param", "param.w"), ("param", "param.b"), ("param", "param.lr"), ("other", "other.count"),
+            ("batch", "batch.x"), ("batch", "batch.y"))])
+        digest = lambda a: f"{capi.fingerprint_host(a.ctypes.data, a.nbytes):016x}"  # noqa: E731
+        by = {(r["step"], r["name"]): r for r in lines}
+        w0 = np.arange(4, dtype=np.float32)
+        for s in range(5):
+            self.assertEqual(by[s, "param.w"]["hash"], digest(w0 * 2 ** s), s)
+            self.assertEqual(by[s, "param.b"]["hash"], digest(b), s)
+            self.assertEqual(by[s, "param.lr"]["hash"], digest(np.array(0.25)), s)
+            self.assertEqual(by[s, "other.count"]["hash"], digest(np.array(3, np.int64)), s)
+            self.assertEqual(by[s, "batch.x"]["hash"], digest(batches[s][0]), s)
+            self.assertEqual(by[s, "batch.x"]["shape"], list(batches[s][0].shape), s)
+            self.assertEqual(by[s, "batch.y"]["hash"], digest(batches[s][1]), s)
+
+    def test_a_value_refused_in_a_gathered_step_start_hands_over_nothing_of_its_record(self):
+        rec = dtrace.Recorder({"param": {"w": np.ones(2, np.float32)}}, run_dir=os.path.join(self.dir, "run"))
+        with self.assertRaisesRegex(ValueError, "big-endian"):
+            with rec.step(0, batch={"x": np.zeros(2, np.float32), "z": np.zeros(2, ">f4")}):
+                pass
+        rec.native.end_step()  # the step as far as it got, written
+        rec.close()
+        got = [(r["op"], r["name"]) for r in log(os.path.join(self.dir, "run"))[1:] if "op" in r]
+        self.assertEqual(got, [("param", "param.w")], "the state before the refused batch, none of the batch")
 
     def test_generator_states_are_built_only_when_a_step_may_have_drawn(self):
         np.random.seed(5)  # no cached gaussian: NumPy's words tell every draw

@@ -11,7 +11,8 @@
 # pays per launch (a checkpoint of hundreds of GB, process-group set-up, NCCL):
 # STARTUP_DELAY seconds (default 5; 0 measures the workloads as they are).
 # Every bisect runs with --first (the first culprit only, as bisect did before
-# issue 40's search), except a baseline's, whose dtrace predates --first.
+# issue 40's search), a baseline's too where its dtrace has --first (one that
+# predates it names the first culprit only).
 #
 # Columns:
 #   replay (s)   one step replay of the same run: one launch (start-up included)
@@ -22,22 +23,27 @@
 #                DTRACE_SESSION and its first request the end request, until it
 #                exits (measured in the same run).
 #   own (s)      the replays' own times, from the bisect's JSON
-#                (.replays[].seconds): a session's first request holds the
-#                start-up it waited for, so the first replay's own time is
-#                its seconds less the start-up, and every session's first
-#                request is counted as that (each is the side's first step
-#                replay; with --baseline, this build's sessions take the
-#                baseline's first request, whose session started alone, as
-#                both start at once here); every other request and launch as
-#                its seconds.
+#                (.replays[].seconds), except each session's first request,
+#                which holds the start-up it waited for (and, with both
+#                sides starting at once, the other side's start-up contending
+#                for the cores): it is counted as the first request's own
+#                time measured alone, one session started with a layer-level
+#                step replay as its first request and then the end request,
+#                less one start-up (both medians, same run, same build's
+#                workload); every other request and launch as its seconds.
 #   /ideal       bisect / (start-up + own): issue 41's target is 1.3x for
 #                sessions (one start-up and the replays, nothing more).
 #   req/launch   a session's requests after its first against the launches of
 #                the same replays (same index in the --launches bisect of the
 #                same binary, same repetition); issue 41 asks <= 1.
 # Medians of REPEATS (req/launch: of the repetitions' ratios).
-#   tools/bench/bisect_sessions.sh [BUILD_DIR] [REPEATS] [--baseline OLD_BUILD_DIR] [--pairs]
+#   tools/bench/bisect_sessions.sh [BUILD_DIR] [REPEATS] [--baseline OLD_BUILD_DIR] [--pairs | --startups]
 #                (defaults: build-release, 1)
+# --startups: instead of bisects, one side's session start-up (its first
+# request the end request, until it exits) against both sides' at once, as a
+# bisect starts them, alternating, REPEATS times: wall and CPU seconds (user +
+# system of every process of the workload, /usr/bin/time): whether a second
+# start-up at once costs waiting (hidden by the overlap) or CPU (issue 41).
 # --pairs: instead of bisects, one stage's two replays (A's and B's step
 # replays at layer level, each a launch) one after the other against both at
 # once, alternating, REPEATS times: whether the two sides' replays of a stage
@@ -55,10 +61,12 @@ source_root=$(cd "$(dirname "$0")/../.." && pwd)
 positional=()
 baseline=""
 pairs=""
+startups=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --baseline) baseline=$2; shift 2 ;;
     --pairs) pairs=1; shift ;;
+    --startups) startups=1; shift ;;
     *) positional+=("$1"); shift ;;
   esac
 done
@@ -75,6 +83,8 @@ if [ -n "$baseline" ]; then
   [ "$(build_type "$baseline")" = release ] ||
     { echo "bisect_sessions.sh: --baseline $baseline is not a release build" >&2; exit 2; }
   baseline=$(cd "$baseline" && pwd)
+  base_first=()
+  ! "$baseline/dtrace" bisect --help | grep -- '--first' >/dev/null || base_first=(--first)
 fi
 modes=("${base_modes[@]}")
 [ -z "$baseline" ] || for m in "${base_modes[@]}"; do modes+=("base-$m"); done
@@ -170,22 +180,70 @@ if [ -n "$pairs" ]; then
   exit 0
 fi
 
-# one_startup RUN STEP: the run's replay command started as a session whose
-# first request is the end request; prints the seconds until it exits.
+# one_startup RUN STEP [first]: the run's replay command started as a session
+# whose first request is the end request (with "first": a layer-level replay
+# of STEP, then the end request); prints the seconds until it exits.
 one_startup() {
-  local argv cwd t0
+  local argv cwd t0 end=0
   mapfile -t argv < <(header "$1" | jq -r '.replay.argv[]')
   cwd=$(header "$1" | jq -r '.replay.cwd // "."')
-  rm -rf session && mkdir session
-  echo '{"request":0,"end":true}' >session/request.0.json
+  rm -rf session first-out && mkdir session first-out
+  if [ "${3:-}" = first ]; then
+    jq -nc --arg step "$2" --arg out "$work/first-out" '{request: 0, env: {DTRACE_REPLAY_STEP: $step,
+      DTRACE_LEVEL: "layer", DTRACE_FAST_FORWARD: "step", DTRACE_OUT_DIR: $out, DTRACE_OUT: ($out + "/replay.jsonl")}}' \
+      >session/request.0.json
+    end=1
+  fi
+  echo "{\"request\":$end,\"end\":true}" >"session/request.$end.json"
   t0=$(now)
   (cd "$cwd" && DTRACE_SESSION="$work/session" DTRACE_REPLAY_STEP=$2 "${argv[@]}" >/dev/null 2>&1) || true
   echo "$(now) - $t0" | bc -l
 }
 
-# first_own JSON STARTUP: the first replay's own seconds, a session's first
-# request less the start-up it waited for.
-first_own() { jq --argjson s "$2" '[.replays[0].seconds - $s, 0] | max' "$1"; }
+# sessions_at_once STEP RUN...: each RUN's replay command started as a
+# session whose first request is the end request, all at once, until all
+# exit (timed by the caller with /usr/bin/time).
+sessions_at_once() {
+  local step=$1 run argv cwd pids=() k=0
+  shift
+  for run in "$@"; do
+    mapfile -t argv < <(header "$run" | jq -r '.replay.argv[]')
+    cwd=$(header "$run" | jq -r '.replay.cwd // "."')
+    rm -rf "session-$k" && mkdir "session-$k"
+    echo '{"request":0,"end":true}' >"session-$k/request.0.json"
+    (cd "$cwd" && DTRACE_SESSION="$work/session-$k" DTRACE_REPLAY_STEP=$step "${argv[@]}" >/dev/null 2>&1 || true) &
+    pids+=($!)
+    k=$((k + 1))
+  done
+  wait "${pids[@]}"
+}
+
+if [ -n "$startups" ]; then
+  printf '%-10s %5s %10s %10s %10s %10s %10s
+' workload ranks "one (s)" "one cpu" "two (s)" "two cpu" "two/one"
+  export -f sessions_at_once header
+  export work
+  for workload in "${workloads[@]}"; do
+    for ranks in "${rank_counts[@]}"; do
+      [ "$workload" != tinytrain ] || [ "$ranks" = 1 ] || continue
+      rm -rf a-new b-new ck-a-new ck-b-new
+      record "$workload" "$ranks" a-new 1 "$build"
+      record "$workload" "$ranks" b-new 2 "$build"
+      step=$({ "$build/dtrace" diff --json a-new b-new || true; } | jq '.first.step')
+      one="" one_cpu="" two="" two_cpu=""
+      for ((i = 0; i < repeats; i++)); do
+        read -r w u s < <({ /usr/bin/time -f '%e %U %S' bash -c 'sessions_at_once "$@"' _ "$step" a-new; } 2>&1 >/dev/null | tail -n1)
+        one+="$w " one_cpu+="$(echo "$u + $s" | bc -l) "
+        read -r w u s < <({ /usr/bin/time -f '%e %U %S' bash -c 'sessions_at_once "$@"' _ "$step" a-new b-new; } 2>&1 >/dev/null | tail -n1)
+        two+="$w " two_cpu+="$(echo "$u + $s" | bc -l) "
+      done
+      o=$(printf '%s\n' $one | median) t=$(printf '%s\n' $two | median)
+      printf '%-10s %5s %10.2f %10.2f %10.2f %10.2f %9.2fx\n' "$workload" "$ranks" "$o" "$(printf '%s\n' $one_cpu | median)" \
+        "$t" "$(printf '%s\n' $two_cpu | median)" "$(echo "$t / $o" | bc -l)"
+    done
+  done
+  exit 0
+fi
 
 # own JSON STARTUP [FIRST]: the replays' own seconds (see the header), each
 # session's first request counted as FIRST when given.
@@ -215,7 +273,7 @@ printf '%-10s %5s %-14s %8s %8s %10s %8s %8s %7s %7s %10s %8s %7s  %s\n' workloa
 for workload in "${workloads[@]}"; do
   for ranks in "${rank_counts[@]}"; do
     [ "$workload" != tinytrain ] || [ "$ranks" = 1 ] || continue  # tinytrain runs one rank
-    declare -A times=() owns=() ratios=() starts=() replays=() recorded=()
+    declare -A times=() owns=() ratios=() starts=() firsts=() replays=() recorded=()
     # Each build's own recordings (the baseline's workloads serve only theirs).
     for mode in "${modes[@]}"; do
       from=$(build_of "$mode" "$workload")
@@ -233,6 +291,7 @@ for workload in "${workloads[@]}"; do
         one_replay "a-$tag" "$step"
         replays[$tag]+="$(echo "$(now) - $t0" | bc -l) "
         starts[$tag]+="$(one_startup "a-$tag" "$step") "
+        firsts[$tag]+="$(one_startup "a-$tag" "$step" first) "
       done
       for mode in "${modes[@]}"; do
         from=$(build_of "$mode" "$workload")
@@ -240,7 +299,7 @@ for workload in "${workloads[@]}"; do
         flags=(--trust --json)
         case "$mode" in *launches) flags+=(--launches) ;; esac
         case "$mode" in
-          base-*) dtrace="$baseline/dtrace" ;;
+          base-*) dtrace="$baseline/dtrace" && flags+=("${base_first[@]}") ;;
           *) dtrace="$build/dtrace" && flags+=(--first) ;;
         esac
         t0=$(now)
@@ -255,14 +314,10 @@ for workload in "${workloads[@]}"; do
       s=$(printf '%s\n' ${starts[$tag]} | median)
       b=$(printf '%s\n' ${times[$mode]} | median)
       own_list="" rl_list=""
+      # A session's first request alone, less the start-up (see the header).
+      first=$(echo "$(printf '%s\n' ${firsts[$tag]} | median) - $s" | bc -l)
+      first=$(echo "if ($first < 0) 0 else $first" | bc -l)
       for ((i = 0; i < repeats; i++)); do
-        # With both sides starting at once, the first request also waited
-        # for the other side's start-up where the two contend for the cores:
-        # the baseline's first request, whose session started alone, gives
-        # the first replay's own time instead.
-        first=""
-        [ "$mode" != sessions ] || [ ! -f "bisect-base-sessions-$i.json" ] ||
-          first=$(first_own "bisect-base-sessions-$i.json" "$(printf '%s\n' ${starts[base]:-${starts[new]}} | median)")
         own_list+="$(own "bisect-$mode-$i.json" "$s" "$first") "
         case "$mode" in
           *sessions)
@@ -279,6 +334,6 @@ for workload in "${workloads[@]}"; do
         "$(jq '.replays | length' "$j")" "$(jq '[.replays[] | select(.via == "request")] | length' "$j")" \
         "$(jq -r '.verdict + " " + (.culprit.op // "")' "$j")"
     done
-    unset times owns ratios starts replays recorded
+    unset times owns ratios starts firsts replays recorded
   done
 done

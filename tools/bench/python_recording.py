@@ -35,6 +35,8 @@ one; layer level reported. Results go to tools/bench/RESULTS.md by hand."""
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import json
 import os
 import statistics
@@ -185,6 +187,115 @@ def hash_seconds(step, hashed, first):
     return statistics.median(times), sum(a.nbytes for a in arrays)
 
 
+class Stub:
+    """A recorder that records nothing: the recorded loop's own recording code
+    (its dicts of records, closures, with-blocks) at the cost of calls that
+    return at once. Recorded - stub is what the dtrace package adds."""
+
+    def __init__(self):
+        self._none = contextlib.nullcontext()
+
+    def step(self, number, batch=None):
+        return self._none
+
+    def scope(self, part):
+        return self._none
+
+    def record(self, op, values, io="out", level="step"):
+        return values
+
+    def metric(self, name, value):
+        pass
+
+
+class Inactive(Stub):
+    """The real recorder's scope() and record() with no step open (each returns
+    at once, as above the level in force): what a step's body costs it at step
+    level, without the step's own records."""
+
+    def __init__(self, rec):
+        super().__init__()
+        self.rec = rec
+
+    def scope(self, part):
+        return self.rec.scope(part)
+
+    def record(self, op, values, io="out", level="step"):
+        return self.rec.record(op, values, io=io, level=level)
+
+
+class Counting:
+    """libdtrace as capi.Native calls it, counting the calls by name."""
+
+    def __init__(self, lib):
+        self.lib, self.calls = lib, collections.Counter()
+
+    def __getattr__(self, name):
+        fn = getattr(self.lib, name)
+        calls = self.calls
+
+        def call(*args):
+            calls[name] += 1
+            return fn(*args)
+        return call
+
+
+def breakdown(args, name, recorder, step, scratch) -> dict:
+    """Where a step-level step's recording time goes, in one worker: steps of
+    plain, stub, inactive and recorded loops interleaved one by one (so that
+    each finds the caches as the others leave them), the median of each; the
+    thread CPU time of each libdtrace call and of each part of rec.step()
+    timed in place (wrapped: the wrappers' own clock reads included); the C
+    calls a step makes, by name."""
+    rec = recorder(os.path.join(scratch, f"{name}-breakdown"), "step")
+    variants = {"plain": None, "stub": Stub(), "inactive": Inactive(rec), "recorded": rec}
+    times = {v: [] for v in variants}
+    order = list(variants)
+    for k in range(args.breakdown):
+        for i in range(4):  # each variant after each other one in turn
+            v = order[(i + k) % 4]
+            c = time.thread_time()
+            step(variants[v], 10000 + 4 * k + i)
+            times[v].append(time.thread_time() - c)
+    parts = collections.defaultdict(list)
+
+    def timed(obj, attr, label):
+        fn = getattr(obj, attr)
+
+        def wrapper(*a, **kw):
+            c = time.thread_time()
+            try:
+                return fn(*a, **kw)
+            finally:
+                parts[label].append(time.thread_time() - c)
+        setattr(obj, attr, wrapper)
+
+    native = rec.native
+    for attr in ("begin_step", "end_step", "tensor_batch", "scalar", "pins", "wants", "tensor"):
+        if hasattr(native, attr):
+            timed(native, attr, f"Native.{attr}")
+    for attr, label in (("_record_state", "state (incl. C)"), ("_batch", "batch (incl. C)"),
+                        ("metric", "metric (incl. C)")):
+        timed(rec, attr, label)
+    timed(rec._generators, "take", "generators take")
+    timed(rec._generators, "drawn", "generators drawn")
+    first = 10000 + 4 * args.breakdown
+    n = args.breakdown // 2
+    for k in range(n):
+        step(None, first + 2 * k)
+        step(rec, first + 2 * k + 1)
+    counting = Counting(native._lib)
+    native._lib = counting
+    for k in range(10):
+        step(rec, first + 2 * n + k)
+    native._lib = counting.lib
+    rec.close()
+    med = {v: statistics.median(t) for v, t in times.items()}
+    return {"workload": name, "breakdown": {v: med[v] for v in variants},
+            "parts": {label: [len(t) / (n + 10), statistics.median(t)] for label, t in parts.items()},
+            "calls": {k: v / 10 for k, v in counting.calls.items()}}
+
+
 def worker(args) -> int:
     scratch = tempfile.mkdtemp(prefix="dtrace-bench-python-")
     for name in args.workloads.split(","):
@@ -195,6 +306,11 @@ def worker(args) -> int:
         for _ in range(3):
             step(None, 0)
         hash_s, hash_bytes = hash_seconds(step, hashed, 0)
+        if args.breakdown and name != "torch":
+            row = breakdown(args, name, recorder, step, scratch)
+            row.update(hash_cpu=hash_s, hash_bytes=hash_bytes)
+            print(json.dumps(row), flush=True)
+            continue
         for level in args.levels.split(","):
             cpu = {"plain": [], "recorded": []}
             wall = {"plain": [], "recorded": []}
@@ -229,7 +345,8 @@ def run_worker(args, pythonpath, library):
     for variable in [v for v in env if v.startswith("DTRACE_") and v != "DTRACE_LIBRARY"]:
         del env[variable]  # a run of its own, not a replay's
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", "--workloads", args.workloads,
-                          "--levels", args.levels, "--blocks", str(args.blocks), "--steps", str(args.steps)],
+                          "--levels", args.levels, "--blocks", str(args.blocks), "--steps", str(args.steps),
+                          "--breakdown", str(args.breakdown)],
                          env=env, stdout=subprocess.PIPE, check=True, text=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
@@ -247,9 +364,14 @@ def main() -> int:
     p.add_argument("--levels", default="step,layer")
     p.add_argument("--blocks", type=int, default=6, help="alternating blocks per arm in a worker")
     p.add_argument("--steps", type=int, default=20, help="steps per block")
+    p.add_argument("--breakdown", type=int, default=0, metavar="N",
+                   help="instead: where a NumPy step-level step's recording time goes (N steps of each variant; "
+                        "this checkout's package, and the baseline's if named)")
     args = p.parse_args()
     if args.worker:
         return worker(args)
+    if args.breakdown:
+        return print_breakdown(args)
     library = os.path.abspath(args.library or os.path.join(args.build, "src", "capi", "libdtrace.so"))
     arms = [("after", os.path.join(SOURCE, "python"), library)]
     if args.baseline_pythonpath:
@@ -277,6 +399,47 @@ def main() -> int:
             print(f"{name:11s} {level:6s} {arm:7s} {plain * 1e3:9.3f} {med(lambda x: x['recorded_cpu']) * 1e3:9.3f} "
                   f"{over * 1e3:8.3f} {pct:7.2f} {wpct:7.2f} {med(lambda x: x['hash_cpu']) * 1e3:8.3f} "
                   f"{med(lambda x: x['tensors']):8.0f}")
+    return 0
+
+
+def print_breakdown(args) -> int:
+    """--breakdown: this checkout's package, and the baseline's if named (workers alternating)."""
+    library = os.path.abspath(args.library or os.path.join(args.build, "src", "capi", "libdtrace.so"))
+    arms = [("after", os.path.join(SOURCE, "python"), library)]
+    if args.baseline_pythonpath:
+        arms.append(("before", os.path.abspath(args.baseline_pythonpath),
+                     os.path.abspath(args.baseline_library) if args.baseline_library else library))
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    rows = []
+    for r in range(args.rounds):
+        for arm, path, lib in arms if r % 2 == 0 else arms[::-1]:
+            rows += [dict(row, arm=arm) for row in run_worker(args, path, lib)]
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for name, arm in dict.fromkeys((r["workload"], r["arm"]) for r in rows):
+        mine = [r for r in rows if r["workload"] == name and r["arm"] == arm]
+        print(f"[{arm}]", end=" ")
+        med = lambda f: statistics.median(f(r) for r in mine)  # noqa: E731
+        plain = med(lambda r: r["breakdown"]["plain"])
+        print(f"{name}, step level, medians over {len(mine)} worker(s), thread CPU us per step "
+              f"(steps of each variant interleaved):")
+        for v in ("plain", "stub", "inactive", "recorded"):
+            t = med(lambda r: r["breakdown"][v])
+            print(f"  {v:9s} {t * 1e6:8.1f}  +{(t - plain) * 1e6:6.1f} ({100 * (t - plain) / plain:5.1f}%)")
+        print(f"  the program's own recording code (stub - plain) "
+              f"{med(lambda r: r['breakdown']['stub'] - r['breakdown']['plain']) * 1e6:6.1f}; "
+              f"the recorder in the body (inactive - stub) "
+              f"{med(lambda r: r['breakdown']['inactive'] - r['breakdown']['stub']) * 1e6:6.1f}; "
+              f"the step's own records (recorded - inactive) "
+              f"{med(lambda r: r['breakdown']['recorded'] - r['breakdown']['inactive']) * 1e6:6.1f}; "
+              f"hashing them alone {med(lambda r: r['hash_cpu']) * 1e6:6.1f} "
+              f"({int(med(lambda r: r['hash_bytes']))} bytes)")
+        print("  timed in place (per step: calls x median us, wrappers' clock reads included):")
+        for label in sorted(mine[0]["parts"], key=lambda k: -mine[0]["parts"][k][0] * mine[0]["parts"][k][1]):
+            count = med(lambda r: r["parts"].get(label, [0, 0])[0])
+            each = med(lambda r: r["parts"].get(label, [0, 0])[1])
+            print(f"    {label:20s} {count:4.1f} x {each * 1e6:6.1f} = {count * each * 1e6:6.1f}")
+        print("  libdtrace calls per step: " + ", ".join(f"{k.replace('dtrace_recorder_', '')} {v:g}"
+                                                      for k, v in mine[0]["calls"].items()))
     return 0
 
 
