@@ -42,6 +42,11 @@ which regions there are (Regions.regions) and how to call one unrecorded
   generated kernel that differs from agreeing inputs when the eager graph
   agrees (fwd/blocks.0/inductor cpp_fused_..._0), and REGION_OP when none
   does (an op the generated code calls, kernels that cannot be watched).
+  The compiled backward likewise: while each compiled backward node runs,
+  the kernels of the backward graph's output code it calls are ops in
+  bwd/<region>/inductor, between the node's REGION_OP in and out, each
+  logged under a capture with the node's REGION_OP occurrence (counted
+  whether recorded or not) and its place among the node's kernels.
 - isolation of fwd/<region>::REGION_OP (bisect's confirm) calls the compiled
   module with the captured arguments (isolation.py); what ran inside it is
   listed from torch.profiler (kernels.py), inductor's kernels (named to the
@@ -50,9 +55,13 @@ which regions there are (Regions.regions) and how to call one unrecorded
   that one kernel, as this process compiled the region, from its captured
   arguments. A backward node cannot be re-run alone (its saved
   tensors are the compiled forward's): refused, saying the divergence lies in
-  that region's backward. An isolation that re-runs a region already run in
-  this process (a replay session) runs under guards_held: a recompile (a
-  guard that fails) is refused, never taken for the code the job ran.
+  that region's backward. Isolation of bwd/<region>/inductor::<kernel> calls
+  that one kernel of the compiled backward, as this process compiled it: the
+  region's captured backward call is run once, unrecorded, under discover(),
+  which lists every generated kernel with its place, to find it. An
+  isolation that re-runs a region already run in this process (a replay
+  session) runs under guards_held: a recompile (a guard that fails) is
+  refused, never taken for the code the job ran.
 - pinned ops (dtrace-fp(5)): where pins may apply (sink.pins, in replays), a
   region's call and each of its compiled backward nodes ask, as one REGION_OP
   call, for each of their results whether it is pinned, right after they ran
@@ -64,7 +73,8 @@ which regions there are (Regions.regions) and how to call one unrecorded
   cannot be pinned from outside), so the difference a named op of a region
   caused disappears from the later replays as an eager op's does. A
   generated kernel asks too, as it ran, for each tensor it wrote: a pinned
-  one takes the pinned bytes in place, before the next kernel reads it.
+  one takes the pinned bytes in place, before the next kernel reads it; so
+  does a kernel of a compiled backward node.
 
 A module compiled in place (Module.compile(), whose hooks run inside the
 compiled code) is refused at layer and kernel level."""
@@ -251,6 +261,9 @@ class Regions:
         # Compiled calls of any region in this process: once one ran (a
         # replay's step), dynamo holds what it compiled for the job's call.
         self.calls = 0
+        # While discover() runs: (scope, region call occurrence, KernelCall)
+        # of each generated kernel called, in order; nothing is recorded.
+        self.discovered: Optional[List] = None
         for name, module in regions.items():
             self._wrap(name, module)
 
@@ -345,8 +358,12 @@ class Regions:
         wrote, after; where pins may apply, its outputs take their pins in
         place before the next kernel reads them. Under a capture its call is
         logged with what isolating it needs (isolation.py): the region's call
-        it ran in and its place among that call's kernels, and how to
-        allocate the buffers it only writes."""
+        (or compiled backward node) it ran in and its place among that call's
+        kernels, and how to allocate the buffers it only writes. Under
+        discover() it is only run and listed."""
+        if self.discovered is not None:
+            self.discovered.append((scope, region_occurrence, call))
+            return call.run()
         rec = self.rec
         sink = rec.sink
         previous = sink.set_scope(scope)
@@ -373,6 +390,26 @@ class Regions:
             return out
         finally:
             sink.set_scope(previous)
+
+    @contextlib.contextmanager
+    def discover(self):
+        """While the body runs (a region's forward and backward, the sink
+        inactive), each generated kernel a compiled backward node of a region
+        calls is run and listed as (scope, the occurrence of the node it ran
+        in, KernelCall), placed as a recording places it (record_kernel's
+        region_occurrence, and the call's index among its node's kernels).
+        Nothing is recorded or pinned. Yields the list; the occurrences
+        count from 0 in it."""
+        found: List = []
+        self.discovered = found
+        if self.rec._ops:
+            self.rec._ops.new_step()
+        try:
+            yield found
+        finally:
+            self.discovered = None
+            if self.rec._ops:
+                self.rec._ops.new_step()
 
     def _occurrence_of(self, scope: str, op: str) -> int:
         counts = self.rec._mode.calls if self.rec._mode is not None else {}
@@ -427,7 +464,9 @@ class Regions:
     def _watch_backward(self, nodes: List, bwd: str, leave: bool) -> None:
         """The compiled backward nodes of one region call: each runs in
         bwd/<region> without the dispatch mode and is recorded at kernel level
-        as one REGION_OP call. `leave`: the last of them leaves the scope."""
+        as one REGION_OP call, the generated kernels it calls one by one in
+        bwd/<region>/inductor (record_kernel). `leave`: the last of them
+        leaves the scope."""
         rec = self.rec
         left = [len(nodes)]
 
@@ -438,12 +477,18 @@ class Regions:
                 hooks = rec._hooks
                 scope = bwd if hooks is None or hooks.only is None else rec.sink.scope
                 state["previous"] = rec.sink.set_scope(scope)
+                # Counted whether recorded or not: a discovery (discover())
+                # places the node's kernels as a recording of it does.
+                occurrence = self._occurrence()
                 if rec.sink.active and rec.sink.native.wants(capi.LEVEL_KERNEL):
-                    self._occurrence()
                     rec.sink.tensors_(capi.LEVEL_KERNEL, REGION_OP, capi.IO_IN,
                                       flatten("grad_output", list(grad_outputs)))
                 state["mode"] = contextlib.ExitStack()
                 state["mode"].enter_context(mode_set_aside(rec._active_mode()))
+                # Its generated kernels one by one, in <scope>/inductor as the
+                # forward's (record_kernel decides what is recorded and pinned).
+                state["mode"].enter_context(self._generated_kernels(
+                    scope, occurrence, rec.sink.active or self.discovered is not None))
                 return None
 
             def post(grad_inputs, grad_outputs):

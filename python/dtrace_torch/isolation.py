@@ -232,44 +232,17 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
     use's contribution to the parameters' gradients, as the layer level records
     them (param_grads.py: param_grad.<name>, named from the isolated module, so
     a submodule's is param_grad.<sub>.<name>), as the nodes run; the backward's
-    kernels at kernel level."""
+    kernels at kernel level (a compiled region's generated kernels in
+    bwd/<region>/inductor, compiled.py)."""
     name, module, op, entries, loader = _module_target(rec, scope, captured_step, step)
-    native = rec.native
     params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     by_id = {id(p): n for n, p in params}
     for k in range(repeat):
         begin_repetition(rec, k)
         for e in entries:
-            occ = e["occurrence"]
-            args, kwargs = _captured_call(e, loader)
-            rng = _restore_rng(rec, scope, op, loader, occ)
             for _, p in params:
                 p.grad = None
-            rec.sink.set_scope("step")
-            rec.sink.active = False  # the forward is not the scope's: nothing of it is recorded
-            try:
-                with torch.enable_grad():
-                    output = module(*args, **kwargs)
-            except (RuntimeError, TypeError, ValueError) as err:
-                raise CaptureError(f"the captured inputs of {scope} do not fit module {name} ({op}): {err}") from err
-            finally:
-                rec.sink.active = True
-            outputs = [t for _, t in flatten("output", output)]
-            grads = []
-            for i, t in enumerate(outputs):
-                if native.captured_find(scope, op, capi.IO_IN, f"grad_output.{i}", occ) is None:
-                    continue
-                if not t.requires_grad:
-                    raise CaptureError(f"{scope}: output {i} of module {name} re-run from its captured inputs "
-                                       "needs no gradient, yet one was captured for it")
-                g = loader.tensor(f"grad_output.{i}", occ, str(t.device))
-                if tuple(g.shape) != tuple(t.shape):
-                    raise CaptureError(f"{scope}: captured grad_output.{i} has shape {list(g.shape)}, "
-                                       f"output {i} of module {name} has {list(t.shape)}")
-                grads.append((f"grad_output.{i}", t, g))
-            if not grads:
-                raise CaptureError(f"{native.inputs_dir()}: no captured output gradient (grad_output.<i>) of "
-                                   f"{scope} {op}{captured.call_text(occ)} for rank {rec.rank}")
+            args, kwargs, rng, outputs, grads = _backward_call(rec, scope, name, module, op, e, loader)
             tensor_args = [t for _, t in flatten("input", list(args))]
             inputs = flatten("input", list(args)) + flatten("input", kwargs)
             # The same rule as the layer level's (hooks.py), on the whole module.
@@ -282,7 +255,45 @@ def _isolate_backward(rec, scope: str, captured_step: int, repeat: int, step: Op
             results = [(f"grad_input.{j}", t.grad) for j, t in enumerate(tensor_args) if t.grad is not None]
             rec.sink.tensors_(capi.LEVEL_LAYER, op, capi.IO_OUT, results)
             rec.sink.set_scope("step")
-    native.end_step()
+    rec.native.end_step()
+
+
+def _backward_call(rec, scope: str, name: str, module: torch.nn.Module, op: str, e: Dict[str, Any],
+                   loader: Loader):
+    """What one captured backward call of a module (e, in bwd/<name>) runs
+    from: its forward re-run, unrecorded, from the captured arguments and RNG
+    states, with gradients; and the captured output gradients of its outputs.
+    Returns (args, kwargs, rng, outputs, grads), grads [(name, output, gradient)]."""
+    native = rec.native
+    occ = e["occurrence"]
+    args, kwargs = _captured_call(e, loader)
+    rng = _restore_rng(rec, scope, op, loader, occ)
+    rec.sink.set_scope("step")
+    active, rec.sink.active = rec.sink.active, False  # the forward is not the scope's: nothing of it is recorded
+    try:
+        with torch.enable_grad():
+            output = module(*args, **kwargs)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise CaptureError(f"the captured inputs of {scope} do not fit module {name} ({op}): {err}") from err
+    finally:
+        rec.sink.active = active
+    outputs = [t for _, t in flatten("output", output)]
+    grads = []
+    for i, t in enumerate(outputs):
+        if native.captured_find(scope, op, capi.IO_IN, f"grad_output.{i}", occ) is None:
+            continue
+        if not t.requires_grad:
+            raise CaptureError(f"{scope}: output {i} of module {name} re-run from its captured inputs "
+                               "needs no gradient, yet one was captured for it")
+        g = loader.tensor(f"grad_output.{i}", occ, str(t.device))
+        if tuple(g.shape) != tuple(t.shape):
+            raise CaptureError(f"{scope}: captured grad_output.{i} has shape {list(g.shape)}, "
+                               f"output {i} of module {name} has {list(t.shape)}")
+        grads.append((f"grad_output.{i}", t, g))
+    if not grads:
+        raise CaptureError(f"{native.inputs_dir()}: no captured output gradient (grad_output.<i>) of "
+                           f"{scope} {op}{captured.call_text(occ)} for rank {rec.rank}")
+    return args, kwargs, rng, outputs, grads
 
 
 def _set_cuda_rng(state: torch.Tensor) -> None:
@@ -413,15 +424,17 @@ def _isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Opti
     rec.native.end_step()
 
 
-def _region_target(rec, scope: str, op: str, step: Optional[int]):
-    """The region name and compiled module of fwd/<region> (scope), or
+def _region_target(rec, scope: str, op: str, step: Optional[int], backward: bool = False):
+    """The region name and compiled module of fwd/<region> (scope), or of
+    bwd/<region> when `backward` (a generated kernel of its backward), or
     CaptureError saying why it cannot be re-run alone (`op` for the message)."""
     name = scope.split("/", 1)[1] if "/" in scope else scope
     regions = _regions(rec)
-    if not scope.startswith("fwd/"):
+    if not scope.startswith("fwd/") and not (backward and scope.startswith("bwd/")):
         raise CaptureError(f"{scope} {op}: the backward of compiled region {name} cannot be re-run "
                            "alone (its saved tensors are the compiled forward's): the divergence lies inside "
-                           f"that region's backward")
+                           f"that region's backward (its generated kernels, recorded one by one in "
+                           f"{scope}/{compiled.INDUCTOR} at kernel level, can be re-run alone)")
     if name not in regions:
         raise CaptureError(f"DTRACE_ISOLATE={scope}::{op}: no compiled region named {name!r} in this "
                            f"model (it has: {sorted(regions) or 'none'})")
@@ -470,22 +483,72 @@ def _this_process_kernel(rec, region_scope: str, name: str, captured_step: int, 
     return seen[index]
 
 
+def _this_process_backward_kernels(rec, region_scope: str, name: str, captured_step: int,
+                                   entries: List[Dict[str, Any]], op: str) -> List:
+    """The generated kernels of a region's backward that captured kernel
+    calls (entries, in bwd/<region>/inductor) name, as this process's compile
+    of the region has them: the region's captured backward calls (its forward
+    arguments, RNG states and output gradients in bwd/<region>, what the
+    layer's isolation runs from) are run once, unrecorded, as
+    _isolate_backward runs them, and the kernel called at the same place
+    (the same compiled backward node, counted as a recording counts it, and
+    the same place among that node's kernels: compiled.Regions.discover) is
+    each one. Not the capture's output code, as for the forward's kernels."""
+    module = _regions(rec)[name]
+    mop = type(module).__name__
+    layer_calls = sorted(calls.read(rec.native.inputs_dir(), rec.rank, captured_step, region_scope, mop),
+                         key=lambda c: c["occurrence"])
+    if not layer_calls:
+        raise CaptureError(f"{rec.native.inputs_dir()}: no captured call of {region_scope} {mop} at step "
+                           f"{captured_step} for rank {rec.rank}, whose backward generated kernel {op} ran in "
+                           f"(a capture of {region_scope} holds it)")
+    loader = Loader(rec, region_scope, mop)
+    if rec._hooks:
+        rec._hooks.only = region_scope  # as the layer's isolation: its node's kernels placed in its scope
+    active, rec.sink.active = rec.sink.active, False
+    try:
+        with rec._compiled.discover() as found:
+            for c in layer_calls:
+                _, _, _, _, grads = _backward_call(rec, region_scope, name, module, mop, c, loader)
+                rec.sink.set_scope(region_scope)
+                # Without the dispatch mode: nothing of it is recorded or logged.
+                torch.autograd.backward([t for _, t, _ in grads], [g for _, _, g in grads])
+    finally:
+        rec.sink.active = active
+        rec.sink.set_scope("step")
+    scope = f"{region_scope}/{compiled.INDUCTOR}"
+    kernels_of = []
+    for e in entries:
+        node, index = e.get("region_occurrence", 0), e.get("index", 0)
+        ran = [call for s, o, call in found if s == scope and o == node]
+        if index >= len(ran) or ran[index].name != op:
+            raise CaptureError(f"the backward of compiled region {name}, re-run from its captured inputs, does not "
+                               f"call {op} as kernel {index} of its compiled backward node {node} (it called: "
+                               f"{', '.join(c.name for c in ran) or 'none'}): this process compiled it to other "
+                               "code")
+        kernels_of.append(ran[index])
+    return kernels_of
+
+
 def _isolate_kernel(rec, scope: str, op: str, captured_step: int, repeat: int, step: Optional[int]) -> None:
-    """DTRACE_ISOLATE=fwd/<region>/inductor::<kernel>: one of inductor's
-    generated kernels, as this process compiled the region
-    (_this_process_kernel), called K times from its captured arguments
-    (tensors it reads from the capture, laid out as in the job; buffers it
-    only writes allocated as the generated code allocates them, zero-filled),
-    each repetition recording it as the region's kernel level does
-    (compiled.Regions.record_kernel)."""
+    """DTRACE_ISOLATE=fwd/<region>/inductor::<kernel> (or bwd/<region>/...):
+    one of inductor's generated kernels, as this process compiled the region
+    (_this_process_kernel, _this_process_backward_kernels), called K times
+    from its captured arguments (tensors it reads from the capture, laid out
+    as in the job; buffers it only writes allocated as the generated code
+    allocates them, zero-filled), each repetition recording it as the
+    region's kernel level does (compiled.Regions.record_kernel)."""
     region_scope = compiled.kernel_scope(scope)
-    name, _ = _region_target(rec, region_scope, op, step)
+    name, _ = _region_target(rec, region_scope, op, step, backward=True)
     if not inductor.available():
         raise CaptureError(f"{scope} {op}: this torch's generated kernels cannot be called one by one "
                            "(dtrace_torch's inductor.py)")
     entries = _entries(rec, scope, op, captured_step)
     loader = Loader(rec, scope, op)
-    kernels_of = [_this_process_kernel(rec, region_scope, name, captured_step, e, op) for e in entries]
+    if region_scope.startswith("bwd/"):
+        kernels_of = _this_process_backward_kernels(rec, region_scope, name, captured_step, entries, op)
+    else:
+        kernels_of = [_this_process_kernel(rec, region_scope, name, captured_step, e, op) for e in entries]
     listing_dir = kernels.wanted(rec.native)
     if rec._hooks:
         rec._hooks.only = f"{scope}::{op}"  # no module scope records: only the op's

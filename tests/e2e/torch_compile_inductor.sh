@@ -11,7 +11,11 @@
 # (fwd/blocks.0/inductor), show the first that differs from agreeing inputs:
 # bisect names it by the name inductor's output code gives it, call 0,
 # confirmed by calling that kernel alone, as each side compiled it, from its
-# captured arguments; over replay sessions and over --launches.
+# captured arguments. The compiled backward's generated reduction differs too:
+# with the forward's kernel pinned, the culprit search names it in
+# bwd/blocks.0/inductor, confirmed by calling this process's own backward
+# kernel alone, and with both pinned the replays agree; over replay sessions
+# and over --launches.
 #
 # torch 1.13 has no torch.compile: there the test checks that --compile is
 # refused and skips (status 77; tools/test.sh's torch 2.x pass runs it).
@@ -51,8 +55,20 @@ for op in {records[i]["op"] for i in generated}:
     assert ("out", "in_out_ptr0") in ios or any(io == "out" and n.startswith("out_ptr") for io, n in ios), ios
     # A buffer the kernel only writes is no input of it.
     assert not [n for io, n in ios if io == "in" and n.startswith("out_ptr")], ios
-# The backward's kernels run outside the forward's compiled call: none is recorded there.
-assert not where("bwd/blocks.0/inductor"), "backward kernels recorded as the forward's"
+# The compiled backward's generated kernels, one by one too, in bwd/blocks.0/inductor:
+# each inside one compiled backward node's torch.compile call (after its in,
+# before its out), never inside the forward's call; the whole-batch reduction's
+# backward among them.
+backward = where("bwd/blocks.0/inductor")
+assert backward and min(backward) > max(region_out), (backward, region_out)
+node_in = [i for i in where("bwd/blocks.0") if records[i]["op"] == "torch.compile" and records[i]["io"] == "in"]
+node_out = [i for i in where("bwd/blocks.0") if records[i]["op"] == "torch.compile" and records[i]["io"] == "out"]
+for i in backward:
+    assert max(j for j in node_in if j < i) > max([j for j in node_out if j < i] or [-1]), ("outside a node", i)
+    assert re.search(r"^%s = async_compile\." % re.escape(records[i]["op"]), code, re.M), records[i]["op"]
+assert [i for i in backward if "backward" in records[i]["op"] and "pow_sum" in records[i]["op"]], \
+    sorted({records[i]["op"] for i in backward})
+assert not [i for i in backward if records[i]["io"] == "in" and records[i]["name"].startswith("out_ptr")]
 PY
 
 for how in sessions launches; do
@@ -74,10 +90,20 @@ for how in sessions launches; do
   # The name a user finds in inductor's output code (TORCH_LOGS=output_code).
   op=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["culprit"]["op"])' "$OUT")
   grep -rqE "^$op = async_compile\." "$TORCHINDUCTOR_CACHE_DIR" || fail "$op is not a kernel of the output code"
-  # The kernel pinned, the forward agrees; the search goes on (the backward's
-  # own generated reduction differs too) and ends without looping on it.
-  json_true 'd["culprits"][0]["scope"] == "fwd/blocks.0/inductor"'
-  json_true 'all(c["scope"] != "fwd/blocks.0/inductor" for c in d["culprits"][1:])'
+  # The kernel pinned, the forward agrees; the search goes on: the backward's
+  # own generated reduction differs too, and is named as the kernel of the
+  # compiled backward it is, in bwd/blocks.0/inductor, confirmed by calling
+  # this process's own backward kernel alone from its captured arguments.
+  # With both pinned the replays agree.
+  json_true '[c["scope"] for c in d["culprits"]] == ["fwd/blocks.0/inductor", "bwd/blocks.0/inductor"]'
+  json_true 'd["culprits"][1]["op"].startswith("cpp_fused_") and "backward" in d["culprits"][1]["op"]'
+  json_true 'd["culprits"][1]["layer"] == "bwd/blocks.0" and d["culprits"][1]["occurrence"] == 0'
+  json_true 'd["culprits"][1]["basis"] == "confirmed" and d["culprits"][1]["evidence"]["distinct_outputs"] >= 2'
+  json_true 'd["culprits"][1]["region"]["scope"] == "bwd/blocks.0" and d["culprits"][1]["region"]["part"] == "inductor"'
+  json_true 'd["culprits"][1]["evidence"]["kernels"] == [d["culprits"][1]["op"]]'
+  json_is search.stop '"agree"'
+  bop=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["culprits"][1]["op"])' "$OUT")
+  grep -rqE "^$bop = async_compile\." "$TORCHINDUCTOR_CACHE_DIR" || fail "$bop is not a kernel of the output code"
 done
 
 # The region's own confirm (DTRACE_ISOLATE=fwd/blocks.0::torch.compile), by

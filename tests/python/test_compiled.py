@@ -1,9 +1,11 @@
 """Compiled regions (python/dtrace_torch/compiled.py; docs/torch.md,
 torch.compile) without bisect: a whole model compiled is named after its
 class, a region's graph is recorded op by op at kernel level in
-<region>/eager while the job's results stay the compiled code's, a region's
-captured call keeps its arguments' strides, and the modules import in one
-direction. On torch 1.13 (no torch.compile) only what needs none runs."""
+<region>/eager while the job's results stay the compiled code's, its
+generated kernels one by one in <region>/inductor and its backward's in
+bwd/<region>/inductor, a region's captured call keeps its arguments'
+strides, and the modules import in one direction. On torch 1.13 (no
+torch.compile) only what needs none runs."""
 import ast
 import collections
 import json
@@ -197,7 +199,15 @@ class Regions(unittest.TestCase):
         self.assertLess(len(at) - 1 - at[::-1].index("fwd/Net/inductor"), region_out[0])
         self.assertFalse([r for r in records if r["scope"] == "fwd/Net/inductor" and r["io"] == "in"
                           and r["name"].startswith("out_ptr")])
-        self.assertNotIn("bwd/Net/inductor", ops)
+        # The compiled backward's generated kernels too, in bwd/Net/inductor,
+        # each between a compiled backward node's torch.compile in and out.
+        backward = [i for i, r in enumerate(records) if r["scope"] == "bwd/Net/inductor"]
+        self.assertTrue(backward and all(records[i]["op"].startswith("cpp_fused_") for i in backward), dict(ops))
+        node = [(i, r["io"]) for i, r in enumerate(records) if r["scope"] == "bwd/Net" and r["op"] == "torch.compile"]
+        for i in backward:
+            self.assertEqual([io for j, io in node if j < i][-1], "in", (i, node))
+            self.assertTrue([j for j, io in node if j > i and io == "out"], (i, node))
+        self.assertFalse([i for i in backward if records[i]["io"] == "in" and records[i]["name"].startswith("out_ptr")])
         # The eager run drew its dropout mask from the RNG state the compiled
         # call then drew the same mask from: the job's results are unchanged.
         self.assertTrue(torch.equal(out, plain))
