@@ -131,6 +131,15 @@ record() {
 # replay_command RUN: the run's replay argv (one a line) and cwd.
 header() { head -n1 "$1/rank0.jsonl"; }
 
+# Runs a-new and b-new of the workload with this tree's build, and the step
+# they first differ at in $step: what the --pairs and --startups tables start from.
+record_new_pair() {
+  rm -rf a-new b-new ck-a-new ck-b-new
+  record "$1" "$2" a-new 1 "$build"
+  record "$1" "$2" b-new 2 "$build"
+  step=$({ "$build/dtrace" diff --json a-new b-new || true; } | jq '.first.step')
+}
+
 # one_replay RUN STEP: one launch of the run's replay command at step level (the baseline).
 one_replay() {
   local argv cwd
@@ -157,10 +166,7 @@ if [ -n "$pairs" ]; then
   for workload in "${workloads[@]}"; do
     for ranks in "${rank_counts[@]}"; do
       [ "$workload" != tinytrain ] || [ "$ranks" = 1 ] || continue
-      rm -rf a-new b-new ck-a-new ck-b-new
-      record "$workload" "$ranks" a-new 1 "$build"
-      record "$workload" "$ranks" b-new 2 "$build"
-      step=$({ "$build/dtrace" diff --json a-new b-new || true; } | jq '.first.step')
+      record_new_pair "$workload" "$ranks"
       seq_times="" con_times=""
       for ((i = 0; i < repeats; i++)); do
         t0=$(now)
@@ -226,10 +232,7 @@ if [ -n "$startups" ]; then
   for workload in "${workloads[@]}"; do
     for ranks in "${rank_counts[@]}"; do
       [ "$workload" != tinytrain ] || [ "$ranks" = 1 ] || continue
-      rm -rf a-new b-new ck-a-new ck-b-new
-      record "$workload" "$ranks" a-new 1 "$build"
-      record "$workload" "$ranks" b-new 2 "$build"
-      step=$({ "$build/dtrace" diff --json a-new b-new || true; } | jq '.first.step')
+      record_new_pair "$workload" "$ranks"
       one="" one_cpu="" two="" two_cpu=""
       for ((i = 0; i < repeats; i++)); do
         read -r w u s < <({ /usr/bin/time -f '%e %U %S' bash -c 'sessions_at_once "$@"' _ "$step" a-new; } 2>&1 >/dev/null | tail -n1)
