@@ -11,14 +11,7 @@
 # is refused, saying so, and skips (status 77, under CI too, as
 # e2e/torch_compile does: tools/test.sh's torch 2.x pass runs it).
 . "$(dirname "$0")/record-torch-lib.sh"
-if ! "$PYTHON" -c 'import sys, torch; sys.exit(not hasattr(torch, "compile"))'; then
-  "$PYTHON" "$PLAIN" --steps 1 --compile-block 2>"$ERR" && fail "--compile-block ran on a torch without torch.compile"
-  err_has "--compile-block needs torch 2.x"
-  echo "SKIP: torch $("$PYTHON" -c 'import torch; print(torch.__version__)') has no torch.compile"
-  exit 77
-fi
-# Inductor's cache in the test's directory: the replays find the run's kernels.
-export TORCHINDUCTOR_CACHE_DIR=$WORK/inductor
+needs_compile "--compile-block needs torch 2.x" "$PLAIN" --steps 1 --compile-block
 
 plain a --steps 1 --layers 1 --compile-block --nondet combine
 plain b --steps 1 --layers 1 --compile-block --nondet combine

@@ -25,3 +25,22 @@ torchrun() {
 
 # ex ARGS...: the example, quiet on success.
 ex() { "$PYTHON" "$EXAMPLE" "$@" >/dev/null 2>"$WORK/example.err" || { cat "$WORK/example.err" >&2; fail "gpt_moe.py $*"; }; }
+
+# A test of torch.compile starts here. On a torch without it (1.13) the
+# program given must refuse its switch, saying MESSAGE, and the test skips
+# (status 77, under CI too: tools/test.sh's torch 2.x pass is the one that runs
+# it, and fails when it cannot). Then inductor's compile cache goes in the
+# test's directory: the first run compiles, the replays (which inherit it)
+# find the kernels there; nothing goes to /tmp.
+#   needs_compile MESSAGE PROGRAM ARGS...
+needs_compile() {
+  local message=$1
+  shift
+  if ! "$PYTHON" -c 'import sys, torch; sys.exit(not hasattr(torch, "compile"))'; then
+    "$PYTHON" "$@" 2>"$ERR" && fail "$* ran on a torch without torch.compile"
+    err_has "$message"
+    echo "SKIP: torch $("$PYTHON" -c 'import torch; print(torch.__version__)') has no torch.compile"
+    exit 77
+  fi
+  export TORCHINDUCTOR_CACHE_DIR=$WORK/inductor
+}

@@ -17,15 +17,7 @@
 # refused, saying so, and skips (status 77, under CI too: tools/test.sh's torch
 # 2.x pass is the one that runs it, and fails when it cannot).
 . "$(dirname "$0")/torch-lib.sh"
-if ! "$PYTHON" -c 'import sys, torch; sys.exit(not hasattr(torch, "compile"))'; then
-  "$PYTHON" "$EXAMPLE" --steps 1 --run-dir r --compile 2>"$ERR" && fail "--compile ran on a torch without torch.compile"
-  err_has "--compile needs torch 2.x"
-  echo "SKIP: torch $("$PYTHON" -c 'import torch; print(torch.__version__)') has no torch.compile"
-  exit 77
-fi
-# Inductor's compile cache in the test's directory: the first run compiles, the
-# replays (which inherit it) find the kernels there; nothing goes to /tmp.
-export TORCHINDUCTOR_CACHE_DIR=$WORK/inductor
+needs_compile "--compile needs torch 2.x" "$EXAMPLE" --steps 1 --run-dir r --compile
 
 ex --steps 1 --layers 1 --compile --nondet combine --run-dir a --checkpoint-dir ca --checkpoint-every 1
 ex --steps 1 --layers 1 --compile --nondet combine --run-dir b --checkpoint-dir cb --checkpoint-every 1

@@ -20,13 +20,7 @@
 # torch 1.13 has no torch.compile: there the test checks that --compile is
 # refused and skips (status 77; tools/test.sh's torch 2.x pass runs it).
 . "$(dirname "$0")/torch-lib.sh"
-if ! "$PYTHON" -c 'import sys, torch; sys.exit(not hasattr(torch, "compile"))'; then
-  "$PYTHON" "$EXAMPLE" --steps 1 --run-dir r --compile 2>"$ERR" && fail "--compile ran on a torch without torch.compile"
-  err_has "--compile needs torch 2.x"
-  echo "SKIP: torch $("$PYTHON" -c 'import torch; print(torch.__version__)') has no torch.compile"
-  exit 77
-fi
-export TORCHINDUCTOR_CACHE_DIR=$WORK/inductor
+needs_compile "--compile needs torch 2.x" "$EXAMPLE" --steps 1 --run-dir r --compile
 
 plant=(--steps 1 --layers 1 --compile --nondet inductor-order)
 ex "${plant[@]}" --inductor-threads 1 --run-dir a --checkpoint-dir ca --checkpoint-every 1
