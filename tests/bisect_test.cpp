@@ -429,6 +429,23 @@ TEST_CASE("bisect reports the compiled region a named op lies in, as the workloa
     CHECK(has_note(r.notes, "regions.rank0.json: a region without string \"scope\" and \"kind\""));
     CHECK(dtrace::report::bisect_to_json(r)["culprit"]["region"].is_null());
   }
+  SECTION("a workload's file is read as its word: absent, not a regular file, not an object") {
+    TempDir dir;
+    std::vector<std::string> notes;
+    CHECK(!dtrace::bisect::workload_json(dir / std::string("absent.json"), "X is not shown", notes));
+    CHECK(notes.empty());
+    fs::create_directories(dir / std::string("d.json"));
+    CHECK(!dtrace::bisect::workload_json(dir / std::string("d.json"), "X is not shown", notes));
+    dtrace::test::write_text(dir / std::string("list.json"), "[1]");
+    CHECK(!dtrace::bisect::workload_json(dir / std::string("list.json"), "X is not shown", notes));
+    dtrace::test::write_text(dir / std::string("ok.json"), R"({"a":1})");
+    const auto ok = dtrace::bisect::workload_json(dir / std::string("ok.json"), "X is not shown", notes);
+    REQUIRE(ok);
+    CHECK((*ok)["a"] == 1);
+    REQUIRE(notes.size() == 2);
+    CHECK(notes[0] == dir / std::string("d.json: not a regular file; X is not shown"));
+    CHECK(notes[1] == dir / std::string("list.json: not a JSON object; X is not shown"));
+  }
   SECTION("a workload that declares no region: none") {
     Bisect b;
     const Report r = b.run();

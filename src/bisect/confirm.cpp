@@ -37,6 +37,27 @@ Result<std::vector<std::byte>> read_capture(const std::string& dir, std::int32_t
   return bytes;
 }
 
+}  // namespace
+
+std::optional<nlohmann::json> workload_json(const std::string& path, const std::string& unshown,
+                                            std::vector<std::string>& notes) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  const auto bad = [&](const std::string& why) {
+    notes.push_back(path + ": " + why + "; " + unshown);
+    return std::nullopt;
+  };
+  // The workload wrote it: only a regular file is read (a FIFO would block).
+  if (!std::filesystem::is_regular_file(path, ec)) return bad("not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  return j;
+}
+
+namespace {
+
 // What the workload listed the op running beneath it during the confirm
 // replay (dtrace-fp(5): kernels.rank<r>.json in the capture directory). The
 // list is the workload's word, shown as such: a missing file lists nothing,
@@ -44,21 +65,12 @@ Result<std::vector<std::byte>> read_capture(const std::string& dir, std::int32_t
 // whose evidence stands without it.
 void read_kernel_list(const std::string& dir, std::int32_t rank, Evidence& e, std::vector<std::string>& notes) {
   const std::string path = dir + "/kernels.rank" + n(rank) + ".json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    notes.push_back(path + ": not a regular file; the op's kernel list is not shown");
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  const auto bad = [&](const std::string& why) {
-    notes.push_back(path + ": " + why + "; the op's kernel list is not shown");
-  };
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  const auto list = j.find("kernels");
-  if (list == j.end() || !list->is_array()) return bad("no array \"kernels\"");
+  const std::string unshown = "the op's kernel list is not shown";
+  const auto j = workload_json(path, unshown, notes);
+  if (!j) return;
+  const auto bad = [&](const std::string& why) { notes.push_back(path + ": " + why + "; " + unshown); };
+  const auto list = j->find("kernels");
+  if (list == j->end() || !list->is_array()) return bad("no array \"kernels\"");
   std::vector<std::string> names;
   for (const auto& k : *list) {
     if (!k.is_string()) return bad("a kernel name that is not a string");
@@ -66,8 +78,8 @@ void read_kernel_list(const std::string& dir, std::int32_t rank, Evidence& e, st
   }
   e.kernels = std::move(names);
   const auto text_of = [&](const char* key) {
-    const auto it = j.find(key);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    const auto it = j->find(key);
+    return it != j->end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   e.kernels_device = text_of("device");
   e.kernels_source = text_of("source");

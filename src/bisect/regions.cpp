@@ -4,11 +4,6 @@
 // says which scopes are regions in regions.rank<r>.json in the capture
 // directory, so the report can keep the region apart from the op named in it
 // rather than leaving the reader to guess from a scope's last component.
-#include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
-
 #include "bisect/session.hpp"
 
 namespace dtrace::bisect {
@@ -16,21 +11,17 @@ namespace dtrace::bisect {
 std::optional<Region> region_of(const std::string& dir, std::int32_t rank, const std::string& scope,
                                 std::vector<std::string>& notes) {
   const std::string path = dir + "/regions.rank" + std::to_string(rank) + ".json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::nullopt;
   // The workload wrote it, like kernels.rank<r>.json: its word, shown as
   // such. A file that is not one, or does not parse, is noted, not fatal.
+  const std::string unshown = "the compiled region is not shown";
+  const auto j = workload_json(path, unshown, notes);
+  if (!j) return std::nullopt;
   const auto bad = [&](const std::string& why) {
-    notes.push_back(path + ": " + why + "; the compiled region is not shown");
+    notes.push_back(path + ": " + why + "; " + unshown);
     return std::nullopt;
   };
-  if (!std::filesystem::is_regular_file(path, ec)) return bad("not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-  const auto list = j.find("regions");
-  if (list == j.end() || !list->is_array()) return bad("no array \"regions\"");
+  const auto list = j->find("regions");
+  if (list == j->end() || !list->is_array()) return bad("no array \"regions\"");
   // The innermost region holding the scope, should regions nest.
   std::optional<Region> best;
   for (const auto& r : *list) {

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bisect/bisect.hpp"
 #include "diff/diff.hpp"
 #include "log/reader.hpp"
@@ -219,6 +221,12 @@ Variables isolation_variables(const std::string& step, const std::string& scope,
 // A scope inside `layer`, or the layer's own (compliance.cpp): fwd/layer.1/mlp
 // is inside fwd/layer.1, fwd/layer.10 is not.
 bool inside_scope(std::string_view scope, std::string_view layer);
+// A JSON object a workload wrote beside its replay's records (kernels.rank<r>.json,
+// regions.rank<r>.json: dtrace-fp(5)), read as the workload's word (confirm.cpp):
+// nullopt when the file is absent, or, with a note naming it and ending in
+// `unshown`, when it is not a regular file or not a JSON object.
+std::optional<nlohmann::json> workload_json(const std::string& path, const std::string& unshown,
+                                            std::vector<std::string>& notes);
 // The compiled region `scope` lies in, from the workload's declaration in the
 // capture `dir` for `rank` (regions.cpp); nullopt when it declared none there
 // or `scope` is in none. A declaration that does not parse adds a note and
