@@ -120,9 +120,13 @@ def _region_in(rec, scope: str) -> Optional[str]:
     (fwd/blocks.0, bwd/blocks.0) or of a generated kernel's
     (fwd/blocks.0/inductor); None for any other (an eager op of a region's
     graph runs alone, without the compiled code)."""
-    base = compiled.kernel_scope(scope) or scope
-    name = base.split("/", 1)[1] if "/" in base else base
+    name = _region_name(compiled.kernel_scope(scope) or scope)
     return name if name in _regions(rec) else None
+
+
+def _region_name(scope: str) -> str:
+    """blocks.0 of fwd/blocks.0 or bwd/blocks.0: a region's name in its scope."""
+    return scope.split("/", 1)[1] if "/" in scope else scope
 
 
 def _isolate_target(rec, scope: str, op: Optional[str], captured_step: int, repeat: int,
@@ -428,7 +432,7 @@ def _region_target(rec, scope: str, op: str, step: Optional[int], backward: bool
     """The region name and compiled module of fwd/<region> (scope), or of
     bwd/<region> when `backward` (a generated kernel of its backward), or
     CaptureError saying why it cannot be re-run alone (`op` for the message)."""
-    name = scope.split("/", 1)[1] if "/" in scope else scope
+    name = _region_name(scope)
     regions = _regions(rec)
     if not scope.startswith("fwd/") and not (backward and scope.startswith("bwd/")):
         raise CaptureError(f"{scope} {op}: the backward of compiled region {name} cannot be re-run "
