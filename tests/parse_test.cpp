@@ -1,4 +1,5 @@
 #include "log/parse.hpp"
+#include "log/writer.hpp"
 
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -123,6 +124,37 @@ TEST_CASE("escapes in strings are decoded", "[parse]") {
   CHECK(p.record.op == "q\"k\\v");
   CHECK(p.record.name == "caf\xc3\xa9\ttab");
   CHECK(p.record.io == Io::in);
+}
+
+TEST_CASE("a record line written with escapes reads back as written", "[parse]") {
+  // The writer appends runs that need no escape whole: each escape at the
+  // start, middle and end of a name, and a name of escapes only.
+  Parse parse;
+  dtrace::log::Record r;
+  r.step = 3;
+  r.seq = 7;
+  r.io = Io::out;
+  r.dtype = "f32";
+  r.digest = dtrace::log::Digest::from_u64(0x0123456789abcdefULL);
+  for (const std::string& name : {std::string("plain.name"), std::string("\"q\\b\nn\rr\tt\x01\x1f"),
+                                 std::string("a\"b\\c\nd\re\tf\x02g"), std::string("end\\"),
+                                 std::string("\"\"")}) {
+    const std::string scope = "fwd/" + name, op = name, record_name = name + "x";  // the record's views
+    r.scope = scope;
+    r.op = op;
+    r.name = record_name;
+    std::string line;
+    dtrace::log::append_record_line(line, r);
+    REQUIRE(line.back() == '\n');
+    line.pop_back();
+    INFO(line);
+    const ParsedLine& p = parse(line);
+    REQUIRE(p.kind == LineKind::record);
+    CHECK(p.record.scope == r.scope);
+    CHECK(p.record.op == r.op);
+    CHECK(p.record.name == r.name);
+    CHECK(p.record.digest == r.digest);
+  }
 }
 
 TEST_CASE("surrounding whitespace is allowed", "[parse]") {

@@ -572,6 +572,14 @@ def plain_fields(value) -> Optional[Tuple[str, Tuple[int, ...], int, int]]:
     the cost (about 0.3 us against 2; a step records its state this way every
     step). None for anything else, which describe() reads through the
     protocols as always (and refuses, saying why). address is 0 when nbytes is."""
+    fields = plain_fields_kept(value)
+    return None if fields is None else fields[:4]
+
+
+def plain_fields_kept(value) -> Optional[Tuple[str, Tuple[int, ...], int, int, Any]]:
+    """plain_fields() and the array itself (what keeps its bytes alive): a
+    Sink's host_fields for NumPy arrays (dtrace.records), one call per array
+    of a step's state."""
     global _DATA_OFFSET
     numpy = sys.modules.get("numpy")
     if numpy is None or type(value) is not numpy.ndarray or not value.flags.c_contiguous:
@@ -581,19 +589,12 @@ def plain_fields(value) -> Optional[Tuple[str, Tuple[int, ...], int, int]]:
         return None
     nbytes = value.nbytes
     if not nbytes:
-        return dtype, value.shape, 0, 0
+        return dtype, value.shape, 0, 0, value
     offset = _DATA_OFFSET
     if offset == -1:
         offset = _DATA_OFFSET = _data_offset()
     address = ctypes.c_void_p.from_address(id(value) + offset).value if offset is not None else value.ctypes.data
-    return dtype, value.shape, address, nbytes
-
-
-def plain_fields_kept(value) -> Optional[Tuple[str, Tuple[int, ...], int, int, Any]]:
-    """plain_fields() and the array itself (what keeps its bytes alive): a
-    Sink's host_fields for NumPy arrays (dtrace.records)."""
-    fields = plain_fields(value)
-    return None if fields is None else fields + (value,)
+    return dtype, value.shape, address, nbytes, value
 
 
 def _plain_ndarray(value) -> Optional[ArrayView]:

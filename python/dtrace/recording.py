@@ -99,6 +99,7 @@ def replica_groups_text(replicas: Union[None, str, Sequence[Sequence[int]]]) -> 
 
 
 RECORD_IOS = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
+_LEVELS = capi.LEVELS
 
 
 class Scope:
@@ -108,10 +109,11 @@ class Scope:
     recording nothing at the level in force. The scopes it was entered from
     are a stack, so the same part may be entered inside itself."""
 
-    __slots__ = ("rec", "part", "previous")
+    __slots__ = ("rec", "part", "previous", "paths")
 
     def __init__(self, rec: "Recorder", part: str):
         self.rec, self.part, self.previous = rec, part, []
+        self.paths: Dict[Optional[str], str] = {}  # the whole path, by the scope entered from
 
     def __enter__(self) -> str:
         sink = self.rec.sink
@@ -119,7 +121,12 @@ class Scope:
             self.previous.append(None)
             return self.part
         current = sink._scope
-        inner = self.part if current is None or current == "step" else f"{current}/{self.part}"
+        inner = self.paths.get(current)
+        if inner is None:
+            if len(self.paths) > 256:  # entered from scopes named by a counter: bounded
+                self.paths.clear()
+            inner = self.paths[current] = \
+                self.part if current is None or current == "step" else f"{current}/{self.part}"
         sink.set_scope(inner)
         self.previous.append(current)
         return inner
@@ -369,7 +376,7 @@ class Recorder:
         """The state at the step's start, as state records (dtrace-fp(5), "State records")."""
         lvl, st = capi.LEVEL_STEP, capi.IO_STATE
         for name, obj in self.state.items():
-            self.sink.tensors_(lvl, name, st, list(state_values(name, checkpoints.state_dict_of(name, obj))))
+            self.sink.tensors_(lvl, name, st, state_values(name, checkpoints.state_dict_of(name, obj)))
 
     def _isolate(self, step: Optional[int]) -> None:
         """Runs the isolation the replay asks for (DTRACE_ISOLATE)."""
@@ -525,27 +532,34 @@ class Recorder:
         sink.active = True
         self._ask_pins()
         sink.set_scope("step")
-        with self._timed():
-            # The state and the batch in one call into libdtrace (Sink.gather),
-            # in the order they are given.
-            sink.gather()
-            try:
-                self._record_state()
-                self._generators.take()
-                if batch is not None:
-                    self._batch(batch)
-            except BaseException:
-                with contextlib.suppress(Exception):  # what came before the failure, as if written one by one
-                    sink.flush()
-                raise
+        # Timed (record_seconds) as _timed() would, without its object: a step's start.
+        wall, cpu = time.perf_counter(), time.process_time()
+        # The state and the batch in one call into libdtrace (Sink.gather),
+        # in the order they are given.
+        sink.gather()
+        try:
+            self._record_state()
+            self._generators.take()
+            if batch is not None:  # as _batch(), in the scope "step" set above
+                sink.tensors_(capi.LEVEL_STEP, "batch", capi.IO_IN, self._flatten("batch", batch))
+        except BaseException:
+            with contextlib.suppress(Exception):  # what came before the failure, as if written one by one
+                sink.flush()
+            raise
+        else:
             sink.flush()
+        finally:
+            self.record_seconds += time.perf_counter() - wall
+            self.record_cpu_seconds += time.process_time() - cpu
 
     def _end_step(self, started: float) -> None:
         """What the step does after a body that ended normally."""
         sink = self.sink
         sink.set_scope("step")
         # Not timed: comparing the generators' words costs less than reading the clocks.
-        sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, self._generators.drawn())
+        drawn = self._generators.drawn()
+        if drawn:
+            sink.tensors_(capi.LEVEL_STEP, "rng", capi.IO_STATE, drawn)
         sink.scalar(capi.LEVEL_STEP, "time", capi.IO_TIMING, "step_seconds", time.perf_counter() - started)
         self.native.end_step()
 
@@ -599,13 +613,18 @@ class Recorder:
         replaced in what this returns, `values` with the pinned ones swapped
         (a Python number by the pinned number, another array by a new NumPy
         array). Returns `values` itself when nothing was pinned."""
+        sink = self.sink
+        lvl = _LEVELS.get(level)
+        # Most calls at step level end here: a level above the one in force,
+        # never written (dtrace_recorder_wants), and no pinned output asked for.
+        if lvl is not None and sink is not None and lvl > sink.level_in_force and not sink.pins \
+                and io in RECORD_IOS:
+            return values
         code = RECORD_IOS.get(io)
         if code is None:
             raise ValueError(f"io={io!r}: not one of in, out, state")
-        lvl = capi.LEVELS.get(level)
         if lvl is None:
             raise ValueError(f"level={level!r}: not one of step, layer, kernel")
-        sink = self.sink
         if sink is None or not sink.active:
             return values
         # Asked whatever the level in force: libdtrace counts every call.
@@ -616,10 +635,8 @@ class Recorder:
                 values, items = dict(taken), taken
             sink.tensors_(lvl, op, code, items)
             return values
-        # A level above the one in force is never written (dtrace_recorder_wants):
-        # at step level most calls end here. Not timed (record_seconds): two
-        # clock reads cost more than such a call.
-        if lvl <= sink.native.level_in_force:
+        # Not timed (record_seconds): two clock reads cost more than such a call.
+        if lvl <= sink.level_in_force:
             sink.tensors_(lvl, op, code, values.items())
         return values
 

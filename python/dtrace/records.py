@@ -58,6 +58,9 @@ class Sink:
 
     def __init__(self, native: "capi.Native"):
         self.native = native
+        # The level the recorder was opened at (capi.Native.level_in_force):
+        # records above it are never written.
+        self.level_in_force: int = native.level_in_force
         self._scope: Optional[str] = None
         self.tensors = 0  # records handed over, for the benchmark's cost per tensor
         # True inside a step or an isolated repetition: code that runs outside
@@ -200,7 +203,10 @@ class Sink:
 
     def tensors_(self, level: int, op: str, io: int, items: Sequence[Tuple[str, Any]]) -> None:
         """Records named arrays (all of one op and io) if libdtrace wants `level` here."""
-        if not self.active or not items or not self.native.wants(level):
+        # Step level is wanted but in a fast-forwarded step, where libdtrace
+        # drops host records before hashing them: not asked for those (one C
+        # call a step less), only before a device array is hashed (below).
+        if not self.active or not items or (level != capi.LEVEL_STEP and not self.native.wants(level)):
             return
         gathered = self._gathered
         if gathered is not None and gathered[0] not in (-1, level):
@@ -237,6 +243,8 @@ class Sink:
         # A device array among them: the loop below, after what was gathered before this call.
         del records[mark:], addresses[mark:], keep[mark:]
         self._hand_over()
+        if level == capi.LEVEL_STEP and not self.native.wants(level):
+            return
         views = [self._view_of(op, name, v) for name, v in items]
         capture = self.native.captures()
         digests = self.device_digests(views)

@@ -33,7 +33,8 @@ class ChainHasher {
   void field(std::string_view bytes);
   struct State;
   State* state_;
-  std::string scratch_;
+  std::string scratch_;  // the shape's text
+  std::string record_;   // the fields of the record being added, hashed in one update
 };
 
 // The chain of `step` (its records in seq order) chained to `previous`.

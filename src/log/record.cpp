@@ -51,16 +51,20 @@ std::string_view status_name(StepStatus status) {
   return "unknown";
 }
 
-std::string Digest::hex() const {
+std::string_view Digest::hex_to(std::array<char, 32>& out) const {
   static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(digits, '0');
   for (int i = 0; i < digits; ++i) {
     const int nibble_index = digits - 1 - i;  // 0 = least significant
     const std::uint64_t word = nibble_index >= 16 ? high : low;
     const int shift = (nibble_index % 16) * 4;
     out[static_cast<std::size_t>(i)] = kDigits[(word >> shift) & 0xf];
   }
-  return out;
+  return {out.data(), digits};
+}
+
+std::string Digest::hex() const {
+  std::array<char, 32> digits_text;
+  return std::string(hex_to(digits_text));
 }
 
 Digest Digest::from_u64(std::uint64_t value, std::uint8_t digits) {

@@ -5,6 +5,7 @@
 // records small and allocation-free is what lets diff stream at disk speed.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,6 +37,9 @@ struct Digest {
   bool operator==(const Digest&) const = default;
   bool empty() const { return digits == 0; }
   std::string hex() const;
+  // hex() written into `out`, without an allocation (a record line, a chain):
+  // the view is of `out`.
+  std::string_view hex_to(std::array<char, 32>& out) const;
   static Digest from_u64(std::uint64_t value, std::uint8_t digits = 16);
 };
 

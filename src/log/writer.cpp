@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -32,23 +33,27 @@ void append_double(std::string& out, double v) {
 
 void append_json_string(std::string& out, std::string_view text) {
   out += '"';
-  for (char c : text) {
+  // Runs of characters that need no escape (all of most names) go in one append.
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) continue;
+    out.append(text.substr(run, i - run));
+    run = i + 1;
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
+      default: {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      }
     }
   }
+  out.append(text.substr(run));
   out += '"';
 }
 
@@ -142,7 +147,8 @@ void append_record_line(std::string& o, const Record& r) {
   }
   if (!r.digest.empty()) {
     o += r.scalar ? ",\"bits\":\"" : ",\"hash\":\"";
-    o += r.digest.hex();
+    std::array<char, 32> digits;
+    o += r.digest.hex_to(digits);
     o += '"';
   }
   if (r.has_value) {
@@ -162,7 +168,8 @@ void append_end_line(std::string& out, std::int32_t rank, std::int64_t step, std
   append_int(out, count);
   if (chain) {
     out += ",\"chain\":\"";
-    out += Digest::from_u64(*chain).hex();
+    std::array<char, 32> digits;
+    out += Digest::from_u64(*chain).hex_to(digits);
     out += '"';
   }
   if (line) {

@@ -49,8 +49,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 
 # The NumPy loop's sizes: (batch, width, layers), chosen so that a plain step
-# takes about 1 ms and about 20 ms of one core (numpy 1.24, OpenBLAS, one thread).
-NUMPY_SIZES = {"numpy-1ms": (64, 64, 4), "numpy-20ms": (64, 256, 4)}
+# takes about 1 ms and about 20 ms of one core (numpy 1.24, OpenBLAS, one thread);
+# numpy-tiny (about 0.1 ms), the same records of a few bytes each: what the
+# recorder costs a step besides hashing, with the caches barely disturbed.
+NUMPY_SIZES = {"numpy-1ms": (64, 64, 4), "numpy-20ms": (64, 256, 4), "numpy-tiny": (8, 8, 4)}
 # The torch example small enough for a step of tens of ms on one thread.
 TORCH_OPTIONS = ["--width", "32", "--layers", "2", "--batch", "4"]
 
