@@ -99,7 +99,6 @@ def replica_groups_text(replicas: Union[None, str, Sequence[Sequence[int]]]) -> 
 
 
 RECORD_IOS = {"in": capi.IO_IN, "out": capi.IO_OUT, "state": capi.IO_STATE}
-_LEVELS = capi.LEVELS
 
 
 class Scope:
@@ -311,6 +310,7 @@ class Recorder:
         self._unrecorded = False
         self._generators = Drawn()
         self._scopes: Dict[str, Scope] = {}  # scope(): one Scope per part
+        self._dropped: frozenset = frozenset()  # record()'s levels dropped at once (_attach)
         self.current_step: Optional[int] = None
         self._steps_entered = 0  # rec.step() blocks entered: none means nothing was recorded
         # The recorder's own time inside steps (state, batch, gradients; not
@@ -407,6 +407,11 @@ class Recorder:
         self.sink = self._new_sink(native)
         self.level = native.level()
         self.replaying = native.is_replay()
+        # record()'s levels dropped at once: those above the level in force,
+        # but kernel level in a replay, where an output may be pinned (asked
+        # whatever the level, Sink.take_pins).
+        self._dropped = frozenset(name for name, lvl in capi.LEVELS.items() if lvl > native.level_in_force
+                                  and not (lvl == capi.LEVEL_KERNEL and self.replaying))
         try:
             self._attach_hooks()
         except BaseException:
@@ -613,18 +618,17 @@ class Recorder:
         replaced in what this returns, `values` with the pinned ones swapped
         (a Python number by the pinned number, another array by a new NumPy
         array). Returns `values` itself when nothing was pinned."""
-        sink = self.sink
-        lvl = _LEVELS.get(level)
-        # Most calls at step level end here: a level above the one in force,
-        # never written (dtrace_recorder_wants), and no pinned output asked for.
-        if lvl is not None and sink is not None and lvl > sink.level_in_force and not sink.pins \
-                and io in RECORD_IOS:
+        # Most calls at step level end here, touching nothing else: a level
+        # above the one in force, never written (dtrace_recorder_wants).
+        if level in self._dropped and io in RECORD_IOS:
             return values
         code = RECORD_IOS.get(io)
         if code is None:
             raise ValueError(f"io={io!r}: not one of in, out, state")
+        lvl = capi.LEVELS.get(level)
         if lvl is None:
             raise ValueError(f"level={level!r}: not one of step, layer, kernel")
+        sink = self.sink
         if sink is None or not sink.active:
             return values
         # Asked whatever the level in force: libdtrace counts every call.
