@@ -640,7 +640,7 @@ class Recorder:
             sink.tensors_(lvl, op, code, items)
             return values
         # Not timed (record_seconds): two clock reads cost more than such a call.
-        if lvl <= sink.level_in_force:
+        if lvl <= sink.native.level_in_force:
             sink.tensors_(lvl, op, code, values.items())
         return values
 

@@ -58,9 +58,6 @@ class Sink:
 
     def __init__(self, native: "capi.Native"):
         self.native = native
-        # The level the recorder was opened at (capi.Native.level_in_force):
-        # records above it are never written.
-        self.level_in_force: int = native.level_in_force
         self._scope: Optional[str] = None
         self.tensors = 0  # records handed over, for the benchmark's cost per tensor
         # True inside a step or an isolated repetition: code that runs outside

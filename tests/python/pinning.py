@@ -73,9 +73,7 @@ class PinningNative:
     kernel- or layer-level step), and every tensor recorded is kept."""
 
     def __init__(self, pins, kernel: bool = True):
-        from dtrace import capi
         self.pins, self.kernel, self.asked, self.tensors = pins, kernel, [], []
-        self.level_in_force = capi.LEVEL_KERNEL if kernel else capi.LEVEL_LAYER
 
     def wants(self, level):
         from dtrace import capi

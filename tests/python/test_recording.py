@@ -73,8 +73,6 @@ class Numbers(unittest.TestCase):
 class FakeNative:
     """What Sink calls of libdtrace's recorder, remembered."""
 
-    level_in_force = capi.LEVEL_KERNEL
-
     def __init__(self):
         self.scalars, self.tensors, self.scopes = [], [], []
 
