@@ -300,6 +300,32 @@ TEST_CASE("a rank's status file ends with the process's exit code") {
   CHECK(test_support::file_text(out_dir + "/rank1.status").starts_with("exit 5 "));
 }
 
+TEST_CASE("a status written in a child after fork names the child") {
+  // The pid of the "running" line is read once per process, not per line: a
+  // child forked after the parent wrote one names itself, not the parent.
+  TempDir dir;
+  const auto request = request_from({{"DTRACE_OUT_DIR", dir / "parent"}, {"DTRACE_REPLAY_STEP", "0"}});
+  auto parent = Recorder::open(options_for(dir / "run", 0, 2), request);
+  parent->begin_step(0);
+  CHECK(test_support::file_text(dir / "parent/rank0.status")
+            .starts_with("running " + std::to_string(::getpid()) + " 0 "));
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const auto again = request_from({{"DTRACE_OUT_DIR", dir / "child"}, {"DTRACE_REPLAY_STEP", "0"}});
+    auto recorder = Recorder::open(options_for(dir / "run", 1, 2), again);
+    recorder->begin_step(0);
+    const bool own = test_support::file_text(dir / "child/rank1.status")
+                         .starts_with("running " + std::to_string(::getpid()) + " 0 ");
+    ::_exit(own ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the child's status named the child
+}
+
 TEST_CASE("a rank's end marker says by the wall clock when the process exited") {
   // dtrace-fp(5): "exit CODE TIME", TIME the wall clock (CLOCK_REALTIME) in
   // nanoseconds since the epoch, which orders ranks that fail together against

@@ -1,6 +1,7 @@
 #include "recorder/status.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,24 @@ std::int64_t now_ns() {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// getpid() for each progress line without its system call (a step and each
+// scope pushed write one): read once, and again in a child after fork(),
+// whose pid is another (pthread_atfork), so a line always names its writer.
+std::atomic<long> cached_pid{0};
+
+void forget_pid() { cached_pid.store(0, std::memory_order_relaxed); }
+
+long process_id() {
+  long pid = cached_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    static std::once_flag registered;
+    std::call_once(registered, [] { ::pthread_atfork(nullptr, nullptr, forget_pid); });
+    pid = static_cast<long>(::getpid());
+    cached_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
 }
 
 }  // namespace
@@ -115,7 +134,7 @@ StatusFile::StatusFile(const std::string& path) {
     entry_ = std::move(entry);
   }
   char text[32];
-  std::snprintf(text, sizeof text, "running %ld", static_cast<long>(::getpid()));
+  std::snprintf(text, sizeof text, "running %ld", process_id());
   write_line(entry_->fd, text);
 }
 
@@ -127,7 +146,7 @@ StatusFile::~StatusFile() = default;
 void StatusFile::progress(std::int64_t step, std::int64_t seq) {
   if (entry_->finished) return;
   char text[kLineWidth + 1];
-  std::snprintf(text, sizeof text, "running %ld %lld %lld", static_cast<long>(::getpid()),
+  std::snprintf(text, sizeof text, "running %ld %lld %lld", process_id(),
                 static_cast<long long>(step), static_cast<long long>(seq));
   write_line(entry_->fd, text);
 }
