@@ -537,25 +537,20 @@ class Recorder:
         sink.active = True
         self._ask_pins()
         sink.set_scope("step")
-        # Timed (record_seconds) as _timed() would, without its object: a step's start.
-        wall, cpu = time.perf_counter(), time.process_time()
-        # The state and the batch in one call into libdtrace (Sink.gather),
-        # in the order they are given.
-        sink.gather()
-        try:
-            self._record_state()
-            self._generators.take()
-            if batch is not None:  # as _batch(), in the scope "step" set above
-                sink.tensors_(capi.LEVEL_STEP, "batch", capi.IO_IN, self._flatten("batch", batch))
-        except BaseException:
-            with contextlib.suppress(Exception):  # what came before the failure, as if written one by one
-                sink.flush()
-            raise
-        else:
+        with self._timed():
+            # The state and the batch in one call into libdtrace (Sink.gather),
+            # in the order they are given.
+            sink.gather()
+            try:
+                self._record_state()
+                self._generators.take()
+                if batch is not None:
+                    self._batch(batch)
+            except BaseException:
+                with contextlib.suppress(Exception):  # what came before the failure, as if written one by one
+                    sink.flush()
+                raise
             sink.flush()
-        finally:
-            self.record_seconds += time.perf_counter() - wall
-            self.record_cpu_seconds += time.process_time() - cpu
 
     def _end_step(self, started: float) -> None:
         """What the step does after a body that ended normally."""
