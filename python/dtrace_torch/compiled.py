@@ -88,6 +88,7 @@ from typing import Dict, List, Optional
 import torch
 
 from dtrace import capi
+from dtrace import checkpoints as files
 
 from . import inductor
 from .errors import CaptureError, DtraceError
@@ -171,12 +172,8 @@ def declare(capture_dir: str, rank: int, regions: Dict[str, torch.nn.Module]) ->
     op it names lies in, apart from the op. Returns the path."""
     declared = [{"scope": f"{direction}/{name}", "kind": REGION_OP, "parts": PARTS}
                 for name in regions for direction in ("fwd", "bwd")]
-    path = os.path.join(capture_dir, f"regions.rank{rank}.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"regions": declared}, f)
-    os.replace(tmp, path)
-    return path
+    text = json.dumps({"regions": declared}).encode()
+    return files.write_atomically(os.path.join(capture_dir, f"regions.rank{rank}.json"), lambda f: f.write(text))
 
 
 def find(model: torch.nn.Module) -> Dict[str, torch.nn.Module]:

@@ -16,6 +16,8 @@ from typing import Iterable, List, Optional
 
 import torch
 
+from dtrace import checkpoints as files
+
 
 def profiler_name(op: str) -> str:
     """aten::index_add_ for aten.index_add_.default: how the profiler names an op."""
@@ -64,13 +66,9 @@ class KernelList:
                 self.names.append(name)
 
     def write(self, capture_dir: str, rank: int, scope: str, source: str = "torch.profiler") -> str:
-        path = os.path.join(capture_dir, f"kernels.rank{rank}.json")
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"scope": scope, "op": self.op, "device": self.device, "source": source,
-                       "kernels": self.names}, f)
-        os.replace(tmp, path)
-        return path
+        text = json.dumps({"scope": scope, "op": self.op, "device": self.device, "source": source,
+                           "kernels": self.names}).encode()
+        return files.write_atomically(os.path.join(capture_dir, f"kernels.rank{rank}.json"), lambda f: f.write(text))
 
 
 def device_of(tensors: Iterable) -> str:
