@@ -39,12 +39,17 @@ Result<std::vector<std::byte>> read_capture(const std::string& dir, std::int32_t
 
 }  // namespace
 
+void workload_note(std::vector<std::string>& notes, const std::string& path, const std::string& why,
+                   const std::string& unshown) {
+  notes.push_back(path + ": " + why + "; " + unshown);
+}
+
 std::optional<nlohmann::json> workload_json(const std::string& path, const std::string& unshown,
                                             std::vector<std::string>& notes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
   const auto bad = [&](const std::string& why) {
-    notes.push_back(path + ": " + why + "; " + unshown);
+    workload_note(notes, path, why, unshown);
     return std::nullopt;
   };
   // The workload wrote it: only a regular file is read (a FIFO would block).
@@ -68,7 +73,7 @@ void read_kernel_list(const std::string& dir, std::int32_t rank, Evidence& e, st
   const std::string unshown = "the op's kernel list is not shown";
   const auto j = workload_json(path, unshown, notes);
   if (!j) return;
-  const auto bad = [&](const std::string& why) { notes.push_back(path + ": " + why + "; " + unshown); };
+  const auto bad = [&](const std::string& why) { workload_note(notes, path, why, unshown); };
   const auto list = j->find("kernels");
   if (list == j->end() || !list->is_array()) return bad("no array \"kernels\"");
   std::vector<std::string> names;

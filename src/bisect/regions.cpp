@@ -17,7 +17,7 @@ std::optional<Region> region_of(const std::string& dir, std::int32_t rank, const
   const auto j = workload_json(path, unshown, notes);
   if (!j) return std::nullopt;
   const auto bad = [&](const std::string& why) {
-    notes.push_back(path + ": " + why + "; " + unshown);
+    workload_note(notes, path, why, unshown);
     return std::nullopt;
   };
   const auto list = j->find("regions");

@@ -227,6 +227,10 @@ bool inside_scope(std::string_view scope, std::string_view layer);
 // `unshown`, when it is not a regular file or not a JSON object.
 std::optional<nlohmann::json> workload_json(const std::string& path, const std::string& unshown,
                                             std::vector<std::string>& notes);
+// The note about such a file that cannot be read as its reader needs ("PATH: WHY; UNSHOWN"),
+// one wording for workload_json and the readers of what it returns.
+void workload_note(std::vector<std::string>& notes, const std::string& path, const std::string& why,
+                   const std::string& unshown);
 // The compiled region `scope` lies in, from the workload's declaration in the
 // capture `dir` for `rank` (regions.cpp); nullopt when it declared none there
 // or `scope` is in none. A declaration that does not parse adds a note and
