@@ -364,10 +364,6 @@ def _tensor_specs(entry: Dict[str, Any]) -> List[Dict[str, Any]]:
     return found
 
 
-def _run(call: "inductor.KernelCall"):
-    return call.run()
-
-
 def _profiled(call: "inductor.KernelCall"):
     """A generated kernel's call as the profiler's event of its name, as
     inductor's cpp.enable_kernel_profile would name it, without compiling
@@ -422,7 +418,7 @@ def _isolate_region(rec, scope: str, captured_step: int, repeat: int, step: Opti
         _restore_rng(rec, scope, op, loader, e["occurrence"])
         # The compiled forward itself (no hook, nothing recorded); on the CPU
         # each generated kernel named to the profiler as it runs.
-        with listing.profile(), inductor.watch(_profiled if on_cpu else _run, fill=False):
+        with listing.profile(), inductor.watch(_profiled, fill=False) if on_cpu else contextlib.nullcontext():
             rec._compiled.compiled_call(name)(*args, **kwargs)
         listing.write(listing_dir, rec.rank, scope)
     rec.native.end_step()
