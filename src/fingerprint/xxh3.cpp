@@ -2,31 +2,59 @@
 
 #include <xxhash.h>
 
+#include <array>
+
 namespace dtrace {
 
+#if defined(DTRACE_XXH3_AVX512)
+std::uint64_t xxh3_64_avx512(const void* data, std::size_t bytes);
+#endif
 #if defined(DTRACE_XXH3_AVX2)
 std::uint64_t xxh3_64_avx2(const void* data, std::size_t bytes);
 #endif
 
 namespace {
 
-using Hash = std::uint64_t (*)(const void*, std::size_t);
-
 std::uint64_t xxh3_64_library(const void* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
 
-Hash choose() {
-#if defined(DTRACE_XXH3_AVX2)
-  if (__builtin_cpu_supports("avx2")) return xxh3_64_avx2;
+// Every implementation built in, best first; `runs` says whether this CPU can.
+struct Candidate {
+  Xxh3Implementation implementation;
+  bool runs;
+};
+
+const std::array candidates{
+#if defined(DTRACE_XXH3_AVX512)
+    // AVX-512F and the OS's saving of its registers (libgcc checks XCR0).
+    Candidate{{"avx512", xxh3_64_avx512}, __builtin_cpu_supports("avx512f") != 0},
 #endif
-  return xxh3_64_library;
+#if defined(DTRACE_XXH3_AVX2)
+    Candidate{{"avx2", xxh3_64_avx2}, __builtin_cpu_supports("avx2") != 0},
+#endif
+    Candidate{{"libxxhash", xxh3_64_library}, true},
+};
+
+struct Runnable {
+  std::array<Xxh3Implementation, candidates.size()> list{};
+  std::size_t count = 0;
+};
+
+Runnable runnable() {
+  Runnable r;
+  for (const auto& c : candidates)
+    if (c.runs) r.list[r.count++] = c.implementation;
+  return r;
 }
 
-const Hash chosen = choose();
+const Runnable runs_here = runnable();
+const Xxh3Implementation::Hash chosen = runs_here.list[0].hash;
 
 }  // namespace
 
 std::uint64_t xxh3_64(const void* data, std::size_t bytes) { return chosen(data, bytes); }
 
-const char* xxh3_implementation() { return chosen == xxh3_64_library ? "libxxhash" : "avx2"; }
+const char* xxh3_implementation() { return runs_here.list[0].name; }
+
+std::span<const Xxh3Implementation> xxh3_implementations() { return {runs_here.list.data(), runs_here.count}; }
 
 }  // namespace dtrace

@@ -93,6 +93,19 @@ echo "CPU, hashing only: one process, pre-faulted mapping (MAP_POPULATE), median
 printf '  %-34s %9.3f %9s %s\n' "XXH3_64bits, one pass" "${cpu[inproc_xxh3]}" "$(gbps "${cpu[inproc_xxh3]}")" "1.00"
 printf '  %-34s %9.3f %9s %s\n' "dtrace::fingerprint, 1 thread" "${cpu[inproc_one]}" "$(gbps "${cpu[inproc_one]}")" "$(ratio "${cpu[inproc_xxh3]}" "${cpu[inproc_one]}")"
 printf '  %-34s %9.3f %9s %s\n' "dtrace::fingerprint, $(nproc) threads" "${cpu[inproc_all]}" "$(gbps "${cpu[inproc_all]}")" "$(ratio "${cpu[inproc_xxh3]}" "${cpu[inproc_all]}")"
+echo "CPU, XXH3 implementations this CPU runs (best first: the one dtrace uses), GB/s, median of $repeats"
+echo "  (64 KiB and 1 MiB: one buffer hashed again and again, in the caches; file: the mapping, from memory)"
+impls=$(printf '%s\n' "${!cpu[@]}" | sed -n 's/^impl_\(.*\)_64k$/\1/p')
+printf '  %-12s %9s %9s %9s   %s\n' "what" "64 KiB" "1 MiB" "file" "vs libxxhash (64 KiB, 1 MiB, file)"
+for impl in avx512 avx2 libxxhash; do
+  grep -qx "$impl" <<<"$impls" || continue
+  row=() vs=()
+  for size in 64k 1m file; do
+    row+=("$(gbps "${cpu[impl_${impl}_$size]}")")
+    vs+=("$(ratio "${cpu[impl_libxxhash_$size]}" "${cpu[impl_${impl}_$size]}")")
+  done
+  printf '  %-12s %9s %9s %9s   %s\n' "$impl" "${row[@]}" "${vs[*]}"
+done
 echo "GPU:"
 if [ -n "$gpu_note" ]; then
   echo "  $gpu_note"
