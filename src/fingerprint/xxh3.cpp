@@ -46,15 +46,24 @@ Runnable runnable() {
   return r;
 }
 
-const Runnable runs_here = runnable();
-const Xxh3Implementation::Hash chosen = runs_here.list[0].hash;
+// Chosen on first use, not by a namespace-scope initializer, so a static
+// initializer elsewhere that hashes finds it ready whatever the link order.
+const Runnable& runs_here() {
+  static const Runnable r = runnable();
+  return r;
+}
 
 }  // namespace
 
-std::uint64_t xxh3_64(const void* data, std::size_t bytes) { return chosen(data, bytes); }
+std::uint64_t xxh3_64(const void* data, std::size_t bytes) {
+  static const Xxh3Implementation::Hash chosen = runs_here().list[0].hash;
+  return chosen(data, bytes);
+}
 
-const char* xxh3_implementation() { return runs_here.list[0].name; }
+const char* xxh3_implementation() { return runs_here().list[0].name; }
 
-std::span<const Xxh3Implementation> xxh3_implementations() { return {runs_here.list.data(), runs_here.count}; }
+std::span<const Xxh3Implementation> xxh3_implementations() {
+  return {runs_here().list.data(), runs_here().count};
+}
 
 }  // namespace dtrace
