@@ -17,37 +17,28 @@ namespace {
 
 std::uint64_t xxh3_64_library(const void* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
 
-// Every implementation built in, best first; `runs` says whether this CPU can.
-struct Candidate {
-  Xxh3Implementation implementation;
-  bool runs;
-};
-
-const std::array candidates{
-#if defined(DTRACE_XXH3_AVX512)
-    // AVX-512F and the OS's saving of its registers (libgcc checks XCR0).
-    Candidate{{"avx512", xxh3_64_avx512}, __builtin_cpu_supports("avx512f") != 0},
-#endif
-#if defined(DTRACE_XXH3_AVX2)
-    Candidate{{"avx2", xxh3_64_avx2}, __builtin_cpu_supports("avx2") != 0},
-#endif
-    Candidate{{"libxxhash", xxh3_64_library}, true},
-};
-
+// The implementations this CPU runs, best first; at most the three built in.
 struct Runnable {
-  std::array<Xxh3Implementation, candidates.size()> list{};
+  std::array<Xxh3Implementation, 3> list{};
   std::size_t count = 0;
 };
 
 Runnable runnable() {
   Runnable r;
-  for (const auto& c : candidates)
-    if (c.runs) r.list[r.count++] = c.implementation;
+  const auto add = [&r](Xxh3Implementation implementation) { r.list[r.count++] = implementation; };
+#if defined(DTRACE_XXH3_AVX512)
+  // AVX-512F and the OS's saving of its registers (libgcc checks XCR0).
+  if (__builtin_cpu_supports("avx512f")) add({"avx512", xxh3_64_avx512});
+#endif
+#if defined(DTRACE_XXH3_AVX2)
+  if (__builtin_cpu_supports("avx2")) add({"avx2", xxh3_64_avx2});
+#endif
+  add({"libxxhash", xxh3_64_library});
   return r;
 }
 
-// Chosen on first use, not by a namespace-scope initializer, so a static
-// initializer elsewhere that hashes finds it ready whatever the link order.
+// Chosen on first use, with no namespace-scope initializer in this file, so a
+// static initializer elsewhere that hashes finds it ready whatever the link order.
 const Runnable& runs_here() {
   static const Runnable r = runnable();
   return r;
