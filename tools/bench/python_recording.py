@@ -39,6 +39,7 @@ import collections
 import contextlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -226,6 +227,24 @@ class Inactive(Stub):
         return self.rec.record(op, values, io=io, level=level)
 
 
+def paired(times) -> dict:
+    """Each variant against the plain step of the same round (the four ran one
+    after another, so they share the host's speed of that moment): the median
+    of the differences and its 95% bootstrap interval, [median, low, high] in
+    seconds. Within a worker this resolves tens of microseconds at 20 ms a
+    step; between workers the figure moves by more (each process lays out its
+    arrays in memory its own way), so several workers are the measurement."""
+    rng = random.Random(0)
+    out = {}
+    for v, t in times.items():
+        if v == "plain":
+            continue
+        d = [a - b for a, b in zip(t, times["plain"])]
+        boot = sorted(statistics.median(rng.choices(d, k=len(d))) for _ in range(400))
+        out[v] = [statistics.median(d), boot[9], boot[390]]
+    return out
+
+
 class Counting:
     """libdtrace as capi.Native calls it, counting the calls by name."""
 
@@ -277,7 +296,8 @@ def breakdown(args, name, recorder, step, scratch) -> dict:
         if hasattr(native, attr):
             timed(native, attr, f"Native.{attr}")
     for attr, label in (("_record_state", "state (incl. C)"), ("_batch", "batch (incl. C)"),
-                        ("metric", "metric (incl. C)")):
+                        ("metric", "metric (incl. C)"), ("_begin_step", "the step's start, all"),
+                        ("_end_step", "the step's end, all")):
         timed(rec, attr, label)
     timed(rec._generators, "take", "generators take")
     timed(rec._generators, "drawn", "generators drawn")
@@ -293,7 +313,7 @@ def breakdown(args, name, recorder, step, scratch) -> dict:
     native._lib = counting.lib
     rec.close()
     med = {v: statistics.median(t) for v, t in times.items()}
-    return {"workload": name, "breakdown": {v: med[v] for v in variants},
+    return {"workload": name, "breakdown": {v: med[v] for v in variants}, "paired": paired(times),
             "parts": {label: [len(t) / (n + 10), statistics.median(t)] for label, t in parts.items()},
             "calls": {k: v / 10 for k, v in counting.calls.items()}}
 
@@ -427,6 +447,14 @@ def print_breakdown(args) -> int:
         for v in ("plain", "stub", "inactive", "recorded"):
             t = med(lambda r: r["breakdown"][v])
             print(f"  {v:9s} {t * 1e6:8.1f}  +{(t - plain) * 1e6:6.1f} ({100 * (t - plain) / plain:5.1f}%)")
+        print("  paired with the plain step of the same round, median us (95% interval) per worker; "
+              "then the median over workers:")
+        for v in ("stub", "inactive", "recorded"):
+            each = [r["paired"][v] for r in mine]
+            over = statistics.median(x[0] for x in each)
+            print(f"    {v:9s} - plain: " + ", ".join(f"{m * 1e6:.0f} ({lo * 1e6:.0f}..{hi * 1e6:.0f})"
+                                                   for m, lo, hi in each)
+                  + f"; median {over * 1e6:.0f} us, {100 * over / plain:.2f}% of plain")
         print(f"  the program's own recording code (stub - plain) "
               f"{med(lambda r: r['breakdown']['stub'] - r['breakdown']['plain']) * 1e6:6.1f}; "
               f"the recorder in the body (inactive - stub) "
