@@ -134,6 +134,7 @@ def numpy_workload(size):
         x, target = data(0)
         return list(params.values()) + [x, target]
 
+    hashed.state = lambda: list(params.values())  # the state as the step starts (breakdown's "hashed")
     return recorder, step, hashed
 
 
@@ -245,6 +246,23 @@ def paired(times) -> dict:
     return out
 
 
+class Hashed(Stub):
+    """No recorder: the step's state and batch hashed at its start, one
+    dtrace_fingerprint_host call per array, as step level hashes them, and
+    nothing else: what hashing those bytes costs the step, its effect on the
+    step's own work (the caches it leaves) included."""
+
+    def __init__(self, state):
+        super().__init__()
+        from dtrace import capi
+        self.state, self.fingerprint = state, capi.fingerprint_host
+
+    def step(self, number, batch=None):
+        for a in self.state() + list((batch or {}).values()):
+            self.fingerprint(a.ctypes.data, a.nbytes)
+        return self._none
+
+
 class Counting:
     """libdtrace as capi.Native calls it, counting the calls by name."""
 
@@ -261,22 +279,23 @@ class Counting:
         return call
 
 
-def breakdown(args, name, recorder, step, scratch) -> dict:
+def breakdown(args, name, recorder, step, hashed, scratch) -> dict:
     """Where a step-level step's recording time goes, in one worker: steps of
-    plain, stub, inactive and recorded loops interleaved one by one (so that
+    plain, stub, inactive, hashed and recorded loops interleaved one by one (so that
     each finds the caches as the others leave them), the median of each; the
     thread CPU time of each libdtrace call and of each part of rec.step()
     timed in place (wrapped: the wrappers' own clock reads included); the C
     calls a step makes, by name."""
     rec = recorder(os.path.join(scratch, f"{name}-breakdown"), "step")
-    variants = {"plain": None, "stub": Stub(), "inactive": Inactive(rec), "recorded": rec}
+    variants = {"plain": None, "stub": Stub(), "inactive": Inactive(rec), "hashed": Hashed(hashed.state),
+                "recorded": rec}
     times = {v: [] for v in variants}
     order = list(variants)
     for k in range(args.breakdown):
-        for i in range(4):  # each variant after each other one in turn
-            v = order[(i + k) % 4]
+        for i in range(len(order)):  # each variant after each other one in turn
+            v = order[(i + k) % len(order)]
             c = time.thread_time()
-            step(variants[v], 10000 + 4 * k + i)
+            step(variants[v], 10000 + len(order) * k + i)
             times[v].append(time.thread_time() - c)
     parts = collections.defaultdict(list)
 
@@ -301,7 +320,7 @@ def breakdown(args, name, recorder, step, scratch) -> dict:
         timed(rec, attr, label)
     timed(rec._generators, "take", "generators take")
     timed(rec._generators, "drawn", "generators drawn")
-    first = 10000 + 4 * args.breakdown
+    first = 10000 + len(order) * args.breakdown
     n = args.breakdown // 2
     for k in range(n):
         step(None, first + 2 * k)
@@ -329,7 +348,7 @@ def worker(args) -> int:
             step(None, 0)
         hash_s, hash_bytes = hash_seconds(step, hashed, 0)
         if args.breakdown and name != "torch":
-            row = breakdown(args, name, recorder, step, scratch)
+            row = breakdown(args, name, recorder, step, hashed, scratch)
             row.update(hash_cpu=hash_s, hash_bytes=hash_bytes)
             print(json.dumps(row), flush=True)
             continue
@@ -444,12 +463,12 @@ def print_breakdown(args) -> int:
         plain = med(lambda r: r["breakdown"]["plain"])
         print(f"{name}, step level, medians over {len(mine)} worker(s), thread CPU us per step "
               f"(steps of each variant interleaved):")
-        for v in ("plain", "stub", "inactive", "recorded"):
+        for v in ("plain", "stub", "inactive", "hashed", "recorded"):
             t = med(lambda r: r["breakdown"][v])
             print(f"  {v:9s} {t * 1e6:8.1f}  +{(t - plain) * 1e6:6.1f} ({100 * (t - plain) / plain:5.1f}%)")
         print("  paired with the plain step of the same round, median us (95% interval) per worker; "
               "then the median over workers:")
-        for v in ("stub", "inactive", "recorded"):
+        for v in ("stub", "inactive", "hashed", "recorded"):
             each = [r["paired"][v] for r in mine]
             over = statistics.median(x[0] for x in each)
             print(f"    {v:9s} - plain: " + ", ".join(f"{m * 1e6:.0f} ({lo * 1e6:.0f}..{hi * 1e6:.0f})"
