@@ -130,11 +130,14 @@ def numpy_workload(size):
         import dtrace
         return dtrace.Recorder({"param": params}, run_dir=run_dir, level=level)
 
+    def state():
+        return list(params.values())
+
     def hashed():
         x, target = data(0)
-        return list(params.values()) + [x, target]
+        return state() + [x, target]
 
-    hashed.state = lambda: list(params.values())  # the state as the step starts (breakdown's "hashed")
+    hashed.state = state  # the state as the step starts (breakdown's "hashed")
     return recorder, step, hashed
 
 
@@ -179,16 +182,21 @@ def hash_seconds(step, hashed, first):
     level (the state and the batch), one call each, right after a plain step
     (so with the caches as a step leaves them), the median of 21: what
     recording them costs at the least."""
-    from dtrace import capi
     times = []
     for k in range(21):
         step(None, first + k)
         arrays = hashed()
         c = time.process_time()
-        for a in arrays:
-            capi.fingerprint_host(a.ctypes.data, a.nbytes)
+        fingerprint_each(arrays)
         times.append(time.process_time() - c)
     return statistics.median(times), sum(a.nbytes for a in arrays)
+
+
+def fingerprint_each(arrays) -> None:
+    """Each array hashed by libdtrace, one dtrace_fingerprint_host call each, as step level hashes them."""
+    from dtrace import capi
+    for a in arrays:
+        capi.fingerprint_host(a.ctypes.data, a.nbytes)
 
 
 class Stub:
@@ -229,8 +237,8 @@ class Inactive(Stub):
 
 
 def paired(times) -> dict:
-    """Each variant against the plain step of the same round (the four ran one
-    after another, so they share the host's speed of that moment): the median
+    """Each variant against the plain step of the same round (the variants ran
+    one after another, so they share the host's speed of that moment): the median
     of the differences and its 95% bootstrap interval, [median, low, high] in
     seconds. Within a worker this resolves tens of microseconds at 20 ms a
     step; between workers the figure moves by more (each process lays out its
@@ -254,12 +262,10 @@ class Hashed(Stub):
 
     def __init__(self, state):
         super().__init__()
-        from dtrace import capi
-        self.state, self.fingerprint = state, capi.fingerprint_host
+        self.state = state
 
     def step(self, number, batch=None):
-        for a in self.state() + list((batch or {}).values()):
-            self.fingerprint(a.ctypes.data, a.nbytes)
+        fingerprint_each(self.state() + list((batch or {}).values()))
         return self._none
 
 
