@@ -236,21 +236,27 @@ class Inactive(Stub):
         return self.rec.record(op, values, io=io, level=level)
 
 
+# The differences --breakdown pairs within each round: each variant against
+# the plain step, and the recorder against hashing alone (what step level
+# costs beyond hashing the bytes it records: the issue's "a few microseconds").
+PAIRS = [("stub", "plain"), ("inactive", "plain"), ("hashed", "plain"), ("recorded", "plain"),
+         ("recorded", "hashed")]
+
+
 def paired(times) -> dict:
-    """Each variant against the plain step of the same round (the variants ran
-    one after another, so they share the host's speed of that moment): the median
-    of the differences and its 95% bootstrap interval, [median, low, high] in
-    seconds. Within a worker this resolves tens of microseconds at 20 ms a
-    step; between workers the figure moves by more (each process lays out its
-    arrays in memory its own way), so several workers are the measurement."""
+    """Each pair of PAIRS, "a - b": a's step against b's of the same round (the
+    variants ran one after another, so they share the host's speed of that
+    moment): the median of the differences and its 95% bootstrap interval,
+    [median, low, high] in seconds. Within a worker this resolves tens of
+    microseconds at 20 ms a step; between workers the figure moves by more
+    (each process lays out its arrays in memory its own way), so several
+    workers are the measurement."""
     rng = random.Random(0)
     out = {}
-    for v, t in times.items():
-        if v == "plain":
-            continue
-        d = [a - b for a, b in zip(t, times["plain"])]
+    for a, b in PAIRS:
+        d = [x - y for x, y in zip(times[a], times[b])]
         boot = sorted(statistics.median(rng.choices(d, k=len(d))) for _ in range(400))
-        out[v] = [statistics.median(d), boot[9], boot[390]]
+        out[f"{a} - {b}"] = [statistics.median(d), boot[9], boot[390]]
     return out
 
 
@@ -472,13 +478,13 @@ def print_breakdown(args) -> int:
         for v in ("plain", "stub", "inactive", "hashed", "recorded"):
             t = med(lambda r: r["breakdown"][v])
             print(f"  {v:9s} {t * 1e6:8.1f}  +{(t - plain) * 1e6:6.1f} ({100 * (t - plain) / plain:5.1f}%)")
-        print("  paired with the plain step of the same round, median us (95% interval) per worker; "
+        print("  paired with the step of the same round, median us (95% interval) per worker; "
               "then the median over workers:")
-        for v in ("stub", "inactive", "hashed", "recorded"):
-            each = [r["paired"][v] for r in mine]
+        for pair in (f"{a} - {b}" for a, b in PAIRS):
+            each = [r["paired"][pair] for r in mine]
             over = statistics.median(x[0] for x in each)
-            print(f"    {v:9s} - plain: " + ", ".join(f"{m * 1e6:.0f} ({lo * 1e6:.0f}..{hi * 1e6:.0f})"
-                                                   for m, lo, hi in each)
+            print(f"    {pair:17s}: " + ", ".join(f"{m * 1e6:.0f} ({lo * 1e6:.0f}..{hi * 1e6:.0f})"
+                                              for m, lo, hi in each)
                   + f"; median {over * 1e6:.0f} us, {100 * over / plain:.2f}% of plain")
         print(f"  the program's own recording code (stub - plain) "
               f"{med(lambda r: r['breakdown']['stub'] - r['breakdown']['plain']) * 1e6:6.1f}; "
