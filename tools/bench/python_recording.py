@@ -475,7 +475,7 @@ def print_breakdown(args) -> int:
         plain = med(lambda r: r["breakdown"]["plain"])
         print(f"{name}, step level, medians over {len(mine)} worker(s), thread CPU us per step "
               f"(steps of each variant interleaved):")
-        for v in ("plain", "stub", "inactive", "hashed", "recorded"):
+        for v in mine[0]["breakdown"]:  # the variants breakdown() ran, in its order
             t = med(lambda r: r["breakdown"][v])
             print(f"  {v:9s} {t * 1e6:8.1f}  +{(t - plain) * 1e6:6.1f} ({100 * (t - plain) / plain:5.1f}%)")
         print("  paired with the step of the same round, median us (95% interval) per worker; "
